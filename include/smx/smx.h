@@ -1,0 +1,171 @@
+/* smx.h - softmax-family operators on CPU and CUDA devices behind a stable C ABI.
+ *
+ * Usage, in four calls after the descriptors exist:
+ *   smxCreate(&handle, SMX_DEVICE_CUDA, 0);
+ *   smxCreateTensorDescriptor(&xDesc, SMX_DTYPE_F32, 2, shape, NULL);     // NULL strides: row-major
+ *   smxCreateSoftmaxDescriptor(handle, &desc, SMX_SOFTMAX, -1, yDesc, xDesc);
+ *   smxGetSoftmaxWorkspaceSize(desc, &bytes);
+ *   smxSoftmaxForward(desc, workspace, bytes, y, x, stream);               // launches only
+ *
+ * Every function returns an smxStatus_t (see smx_status.h); outputs come back through pointer arguments.
+ * Descriptor creation validates everything and chooses the execution plan, so forward only launches.
+ * Thread safety: distinct handles and descriptors may be used from distinct threads at once; one
+ * descriptor may be used by several threads at once for forward calls (it is read-only after creation).
+ * docs/api.md gives the full semantics. */
+#ifndef SMX_H
+#define SMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "smx_export.h"
+#include "smx_status.h"
+#include "smx_version.h"
+
+SMX_EXTERN_C_BEGIN
+
+/** The most dimensions a tensor descriptor may have. */
+#define SMX_MAX_DIMS 8
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Handle                                                                                           */
+/* ------------------------------------------------------------------------------------------------ */
+
+/** Where a handle computes. */
+typedef enum smxDeviceType_t {
+    SMX_DEVICE_CPU = 1,  /**< the host's cores; the reference backend, always built */
+    SMX_DEVICE_CUDA = 2  /**< an NVIDIA GPU; needs a library built with CUDA */
+} smxDeviceType_t;
+
+/** A handle binds smx to one device and caches that device's limits. */
+typedef struct smxHandle* smxHandle_t;
+
+/** Creates a handle on device `deviceId` of type `deviceType`.
+ *  CPU: deviceId must be 0. CUDA: deviceId is the CUDA runtime's ordinal; the device's properties
+ *  (max threads per block, SM count, opt-in shared memory, cluster support, L2 size) are read once here.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (handle NULL), SMX_STATUS_BAD_PARAM_DEVICE (unknown
+ *  type, or id out of range), SMX_STATUS_NOT_SUPPORTED_BACKEND_NOT_BUILT (CUDA asked of a CPU-only build),
+ *  SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT (no CUDA device or driver). On failure *handle is set to NULL. */
+SMX_API smxStatus_t smxCreate(smxHandle_t* handle, smxDeviceType_t deviceType, int deviceId);
+
+/** Destroys a handle. NULL is a no-op. Descriptors created from it must be destroyed first. */
+SMX_API smxStatus_t smxDestroy(smxHandle_t handle);
+
+/** Reports the device type and id a handle was created with. Either output may be NULL. */
+SMX_API smxStatus_t smxGetHandleDevice(smxHandle_t handle, smxDeviceType_t* deviceType, int* deviceId);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Tensor descriptor                                                                                */
+/* ------------------------------------------------------------------------------------------------ */
+
+/** Element types. */
+typedef enum smxDataType_t {
+    SMX_DTYPE_F16 = 1,   /**< IEEE binary16 */
+    SMX_DTYPE_BF16 = 2,  /**< bfloat16 (the top half of a binary32) */
+    SMX_DTYPE_F32 = 3,   /**< IEEE binary32 */
+    SMX_DTYPE_F64 = 4    /**< IEEE binary64 */
+} smxDataType_t;
+
+/** Describes a strided N-d tensor: dtype, shape and strides. It holds no data pointer. */
+typedef struct smxTensorDescriptor* smxTensorDescriptor_t;
+
+/** Creates a tensor descriptor.
+ *  ndim is 1..SMX_MAX_DIMS; shape[i] >= 0 (0 gives an empty tensor); strides[i] are in elements and may
+ *  be negative or zero (zero broadcasts an input); strides NULL means row-major (C-contiguous).
+ *  The descriptor copies shape and strides: the caller may free its arrays right after the call.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc or shape NULL), _DTYPE, _NDIM, _SHAPE (a negative
+ *  dim, or an element count that overflows int64), _STRIDES (the span of the strides overflows int64). */
+SMX_API smxStatus_t smxCreateTensorDescriptor(smxTensorDescriptor_t* desc, smxDataType_t dtype, int ndim,
+                                              const int64_t* shape, const int64_t* strides);
+
+/** Reads a tensor descriptor back. Any output may be NULL; shape and strides, when given, must hold
+ *  SMX_MAX_DIMS entries (the first ndim are written). Strides come back explicit, never NULL-as-row-major. */
+SMX_API smxStatus_t smxGetTensorDescriptor(smxTensorDescriptor_t desc, smxDataType_t* dtype, int* ndim,
+                                           int64_t* shape, int64_t* strides);
+
+/** Destroys a tensor descriptor. NULL is a no-op. Softmax descriptors built from it stay valid. */
+SMX_API smxStatus_t smxDestroyTensorDescriptor(smxTensorDescriptor_t desc);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Softmax                                                                                          */
+/* ------------------------------------------------------------------------------------------------ */
+
+/** What a softmax descriptor computes along its axis. */
+typedef enum smxSoftmaxMode_t {
+    SMX_SOFTMAX = 1,     /**< y = exp(x - max) / sum(exp(x - max)) */
+    SMX_LOG_SOFTMAX = 2  /**< y = x - max - log(sum(exp(x - max))) */
+} smxSoftmaxMode_t;
+
+/** A validated softmax problem with its chosen execution plan. Read-only after creation. */
+typedef struct smxSoftmaxDescriptor* smxSoftmaxDescriptor_t;
+
+/** Creates a softmax descriptor: validates the problem and chooses the plan for the handle's device.
+ *  axis is in [-ndim, ndim) (negative counts from the end). x and y must have the same shape; their
+ *  strides may differ. Supported dtype pairs: any of F16/BF16/F32 to any of F16/BF16/F32 (mixed precision
+ *  computes in float32), and F64 to F64 (computes in float64).
+ *  The descriptor copies what it needs from xDesc and yDesc, which may be destroyed right after.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _MODE, _SHAPE (x and y shapes differ), _AXIS,
+ *  _OVERLAP (y's strides make distinct elements share memory, e.g. a zero stride),
+ *  SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, or SMX_STATUS_ALLOC_FAILED. */
+SMX_API smxStatus_t smxCreateSoftmaxDescriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* desc,
+                                               smxSoftmaxMode_t mode, int axis,
+                                               smxTensorDescriptor_t yDesc, smxTensorDescriptor_t xDesc);
+
+/** The workspace, in bytes, that smxSoftmaxForward needs with this descriptor (often 0).
+ *  Workspace is device memory on a CUDA handle, host memory on a CPU handle; it needs no initial value
+ *  and 256-byte alignment. */
+SMX_API smxStatus_t smxGetSoftmaxWorkspaceSize(smxSoftmaxDescriptor_t desc, size_t* workspaceBytes);
+
+/** The chosen plan as text, e.g. "cuda warp rows_per_warp=2 lanes=8 pack=4" or "cpu rows threads=16".
+ *  The string belongs to the descriptor and lives until it is destroyed. */
+SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** plan);
+
+/** Computes y = softmax(x) (or log-softmax) along the descriptor's axis.
+ *  y and x point at element [0, ..., 0] of their tensors (device memory for a CUDA handle, host memory for
+ *  a CPU handle), each aligned to its element size. In-place (y == x with identical strides and element
+ *  size) is allowed; any other overlap of y with x is refused with SMX_STATUS_BAD_PARAM_OVERLAP.
+ *  CUDA: enqueues on `stream` (a cudaStream_t; NULL is the default stream) and returns without waiting;
+ *  it never synchronizes or allocates, so it may be captured in a CUDA graph. CPU: `stream` is ignored and
+ *  the call returns when y is written. Tensors with zero elements succeed and do nothing.
+ *  Semantics follow PyTorch: a row holding +inf or NaN gives NaN for the whole row; a row of all -inf
+ *  gives NaN; -inf among finite values gives 0 (log: -inf); an axis of size 1 gives 1 (log: 0).
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or x/y with elements to compute),
+ *  _WORKSPACE (workspaceBytes below the queried size), _OVERLAP, _ALIGNMENT, _DEVICE (CUDA: x or y is not
+ *  memory of the handle's device), SMX_STATUS_EXECUTION_FAILED (a CUDA launch failed). */
+SMX_API smxStatus_t smxSoftmaxForward(smxSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                      void* y, const void* x, void* stream);
+
+/** Destroys a softmax descriptor. NULL is a no-op. Work already enqueued with it is unaffected. */
+SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Logging                                                                                          */
+/* ------------------------------------------------------------------------------------------------ */
+
+/** Message levels, most verbose first. SMX_LOG_OFF silences everything. */
+typedef enum smxLogLevel_t {
+    SMX_LOG_TRACE = 0,
+    SMX_LOG_DEBUG = 1,
+    SMX_LOG_INFO = 2,
+    SMX_LOG_WARN = 3,
+    SMX_LOG_ERROR = 4,
+    SMX_LOG_OFF = 6
+} smxLogLevel_t;
+
+/** Receives each message at or above the current level. `message` lives only during the call.
+ *  It may be called from any thread that calls smx, so it must be thread-safe. */
+typedef void (*smxLogCallback_t)(smxLogLevel_t level, const char* message, void* userData);
+
+/** Sets the level below which messages are dropped. The library is silent by default (SMX_LOG_OFF),
+ *  unless the environment variable SMX_LOG_LEVEL (trace, debug, info, warn, error, off) says otherwise
+ *  when the library first logs. Fails with SMX_STATUS_BAD_PARAM for an unknown level. */
+SMX_API smxStatus_t smxSetLogLevel(smxLogLevel_t level);
+
+/** Routes messages to `callback` (with `userData`) instead of standard error; NULL restores standard
+ *  error. Installing a callback turns logging on at SMX_LOG_INFO unless a level was chosen already
+ *  (by smxSetLogLevel or SMX_LOG_LEVEL); descriptor creation logs its problem and plan at SMX_LOG_DEBUG. */
+SMX_API smxStatus_t smxSetLogCallback(smxLogCallback_t callback, void* userData);
+
+SMX_EXTERN_C_END
+
+#endif /* SMX_H */
