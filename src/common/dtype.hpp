@@ -1,0 +1,96 @@
+// dtype.hpp - facts about smxDataType_t and exact host-side conversions for the 16-bit formats.
+//
+// The conversions round to nearest, ties to even, straight from double, so a double result is rounded
+// once (no double rounding through float). They are the CPU backend's and the tests' only converters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "smx/smx.h"
+
+namespace smx {
+
+inline bool is_valid_dtype(int dtype) {
+    return dtype == SMX_DTYPE_F16 || dtype == SMX_DTYPE_BF16 || dtype == SMX_DTYPE_F32 || dtype == SMX_DTYPE_F64;
+}
+
+inline std::size_t dtype_size(smxDataType_t dtype) {
+    switch (dtype) {
+        case SMX_DTYPE_F16: return 2;
+        case SMX_DTYPE_BF16: return 2;
+        case SMX_DTYPE_F32: return 4;
+        case SMX_DTYPE_F64: return 8;
+    }
+    return 0;
+}
+
+inline const char* dtype_name(smxDataType_t dtype) {
+    switch (dtype) {
+        case SMX_DTYPE_F16: return "f16";
+        case SMX_DTYPE_BF16: return "bf16";
+        case SMX_DTYPE_F32: return "f32";
+        case SMX_DTYPE_F64: return "f64";
+    }
+    return "invalid";
+}
+
+// Any of F16/BF16/F32 to any of them (computed in float), or F64 to F64 (computed in double).
+inline bool is_supported_dtype_pair(smxDataType_t x, smxDataType_t y) {
+    if (x == SMX_DTYPE_F64 || y == SMX_DTYPE_F64) return x == SMX_DTYPE_F64 && y == SMX_DTYPE_F64;
+    return true;
+}
+
+// ---- binary16 / bfloat16 <-> double, bit exact -------------------------------------------------
+
+inline double half_bits_to_double(std::uint16_t h) {
+    const int sign = (h >> 15) & 1;
+    const int exponent = (h >> 10) & 0x1f;
+    const int mantissa = h & 0x3ff;
+    double magnitude;
+    if (exponent == 0) {
+        magnitude = static_cast<double>(mantissa) * 0x1p-24;  // subnormal: mantissa * 2^-24
+    } else if (exponent == 31) {
+        magnitude = mantissa ? __builtin_nan("") : __builtin_inf();
+    } else {
+        magnitude = static_cast<double>(1024 + mantissa) * __builtin_ldexp(1.0, exponent - 25);
+    }
+    return sign ? -magnitude : magnitude;
+}
+
+inline double bf16_bits_to_double(std::uint16_t b) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return static_cast<double>(f);
+}
+
+// Rounds a double to the nearest binary16, ties to even; overflow gives +-inf, NaN stays NaN.
+std::uint16_t double_to_half_bits(double value);
+
+// Rounds a double to the nearest bfloat16, ties to even; overflow gives +-inf, NaN stays NaN.
+std::uint16_t double_to_bf16_bits(double value);
+
+// Reads element `index` (in elements, may be negative) of a tensor of `dtype` at `base` as a double.
+inline double load_as_double(const void* base, smxDataType_t dtype, std::int64_t index) {
+    switch (dtype) {
+        case SMX_DTYPE_F16: return half_bits_to_double(static_cast<const std::uint16_t*>(base)[index]);
+        case SMX_DTYPE_BF16: return bf16_bits_to_double(static_cast<const std::uint16_t*>(base)[index]);
+        case SMX_DTYPE_F32: return static_cast<double>(static_cast<const float*>(base)[index]);
+        case SMX_DTYPE_F64: return static_cast<const double*>(base)[index];
+    }
+    return 0.0;
+}
+
+// Writes `value`, rounded once to `dtype`, to element `index` of a tensor at `base`.
+inline void store_from_double(void* base, smxDataType_t dtype, std::int64_t index, double value) {
+    switch (dtype) {
+        case SMX_DTYPE_F16: static_cast<std::uint16_t*>(base)[index] = double_to_half_bits(value); break;
+        case SMX_DTYPE_BF16: static_cast<std::uint16_t*>(base)[index] = double_to_bf16_bits(value); break;
+        case SMX_DTYPE_F32: static_cast<float*>(base)[index] = static_cast<float>(value); break;
+        case SMX_DTYPE_F64: static_cast<double*>(base)[index] = value; break;
+    }
+}
+
+}  // namespace smx

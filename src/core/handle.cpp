@@ -1,0 +1,89 @@
+// handle.cpp - smxCreate / smxDestroy: bind to a device and cache its limits.
+#include "core/handle.hpp"
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "core/api_guard.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+
+#if SMX_WITH_CUDA
+#include "cuda/cuda_backend.hpp"
+#endif
+
+namespace smx {
+namespace {
+
+// Threads the CPU backend may use: SMX_CPU_THREADS if set to a positive number, else every hardware thread.
+int cpu_thread_budget() {
+    if (const char* text = std::getenv("SMX_CPU_THREADS")) {
+        const long requested = std::strtol(text, nullptr, 10);
+        if (requested > 0) return static_cast<int>(requested);
+    }
+    const unsigned hardware = std::thread::hardware_concurrency();
+    return hardware > 0 ? static_cast<int>(hardware) : 1;
+}
+
+smxStatus_t create_handle(smxHandle_t* out, smxDeviceType_t device_type, int device_id) {
+    if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "handle (the output pointer) is NULL");
+    *out = nullptr;
+    smxHandle candidate{};
+    candidate.device_type = device_type;
+    candidate.device_id = device_id;
+    candidate.cpu_threads = cpu_thread_budget();
+    switch (device_type) {
+        case SMX_DEVICE_CPU:
+            if (device_id != 0) {
+                return fail(SMX_STATUS_BAD_PARAM_DEVICE, "CPU device id {} out of range: the CPU is device 0",
+                            device_id);
+            }
+            candidate.limits.name = "cpu";
+            candidate.limits.multiprocessor_count = candidate.cpu_threads;
+            break;
+        case SMX_DEVICE_CUDA:
+#if SMX_WITH_CUDA
+            if (device_id < 0) {
+                return fail(SMX_STATUS_BAD_PARAM_DEVICE, "CUDA device id {} is negative", device_id);
+            }
+            SMX_RETURN_IF_ERROR(cuda_query_device(device_id, &candidate.limits));
+            break;
+#else
+            return fail(SMX_STATUS_NOT_SUPPORTED_BACKEND_NOT_BUILT,
+                        "this libsmx was built without the CUDA backend (SMX_WITH_CUDA=OFF); rebuild with a CUDA "
+                        "toolkit to use SMX_DEVICE_CUDA");
+#endif
+        default:
+            return fail(SMX_STATUS_BAD_PARAM_DEVICE,
+                        "device type {} is not an smxDeviceType_t (SMX_DEVICE_CPU=1, SMX_DEVICE_CUDA=2)",
+                        static_cast<int>(device_type));
+    }
+    *out = new smxHandle(candidate);
+    log_info("handle on {} device {} ({}, {} SMs/threads)", device_type == SMX_DEVICE_CPU ? "cpu" : "cuda",
+             device_id, candidate.limits.name, candidate.limits.multiprocessor_count);
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace
+}  // namespace smx
+
+extern "C" {
+
+SMX_API smxStatus_t smxCreate(smxHandle_t* handle, smxDeviceType_t deviceType, int deviceId) {
+    return smx::guard_api("smxCreate", [&] { return smx::create_handle(handle, deviceType, deviceId); });
+}
+
+SMX_API smxStatus_t smxDestroy(smxHandle_t handle) {
+    delete handle;
+    return SMX_STATUS_SUCCESS;
+}
+
+SMX_API smxStatus_t smxGetHandleDevice(smxHandle_t handle, smxDeviceType_t* deviceType, int* deviceId) {
+    if (handle == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "handle is NULL");
+    if (deviceType != nullptr) *deviceType = handle->device_type;
+    if (deviceId != nullptr) *deviceId = handle->device_id;
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // extern "C"

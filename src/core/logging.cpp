@@ -1,0 +1,154 @@
+// logging.cpp - spdlog behind smx's log: a logger whose one sink goes to the user's callback or stderr.
+//
+// The level lives in an atomic so a disabled log costs one load. It starts "unset": the first query
+// reads SMX_LOG_LEVEL; without it the library stays silent.
+#include "core/logging.hpp"
+
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "core/error.hpp"
+
+namespace smx {
+namespace {
+
+constexpr int kLevelUnset = -1;
+std::atomic<int> g_level{kLevelUnset};
+std::atomic<bool> g_level_chosen{false};  // by the user or the environment, not by default
+
+std::mutex g_callback_mutex;
+smxLogCallback_t g_callback = nullptr;
+void* g_callback_user_data = nullptr;
+
+smxLogLevel_t from_spdlog(spdlog::level::level_enum level) {
+    switch (level) {
+        case spdlog::level::trace: return SMX_LOG_TRACE;
+        case spdlog::level::debug: return SMX_LOG_DEBUG;
+        case spdlog::level::info: return SMX_LOG_INFO;
+        case spdlog::level::warn: return SMX_LOG_WARN;
+        default: return SMX_LOG_ERROR;
+    }
+}
+
+spdlog::level::level_enum to_spdlog(smxLogLevel_t level) {
+    switch (level) {
+        case SMX_LOG_TRACE: return spdlog::level::trace;
+        case SMX_LOG_DEBUG: return spdlog::level::debug;
+        case SMX_LOG_INFO: return spdlog::level::info;
+        case SMX_LOG_WARN: return spdlog::level::warn;
+        case SMX_LOG_ERROR: return spdlog::level::err;
+        case SMX_LOG_OFF: return spdlog::level::off;
+    }
+    return spdlog::level::off;
+}
+
+// The one sink: the installed callback if any, else standard error.
+class RoutingSink final : public spdlog::sinks::base_sink<std::mutex> {
+protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+        const std::string text(msg.payload.data(), msg.payload.size());
+        smxLogCallback_t callback;
+        void* user_data;
+        {
+            std::lock_guard<std::mutex> lock(g_callback_mutex);
+            callback = g_callback;
+            user_data = g_callback_user_data;
+        }
+        if (callback != nullptr) {
+            callback(from_spdlog(msg.level), text.c_str(), user_data);
+        } else {
+            std::fprintf(stderr, "[smx %s] %s\n", spdlog::level::to_string_view(msg.level).data(), text.c_str());
+        }
+    }
+    void flush_() override {}
+};
+
+spdlog::logger& logger() {
+    // Not registered in spdlog's global registry: an application's own spdlog use stays untouched.
+    static spdlog::logger instance("smx", std::make_shared<RoutingSink>());
+    return instance;
+}
+
+int parse_level(const char* text) {
+    if (text == nullptr || *text == '\0') return kLevelUnset;
+    static const struct { const char* name; smxLogLevel_t level; } kNames[] = {
+        {"trace", SMX_LOG_TRACE}, {"debug", SMX_LOG_DEBUG}, {"info", SMX_LOG_INFO},
+        {"warn", SMX_LOG_WARN},   {"warning", SMX_LOG_WARN}, {"error", SMX_LOG_ERROR},
+        {"off", SMX_LOG_OFF},     {"0", SMX_LOG_TRACE},     {"1", SMX_LOG_DEBUG},
+        {"2", SMX_LOG_INFO},      {"3", SMX_LOG_WARN},      {"4", SMX_LOG_ERROR}, {"6", SMX_LOG_OFF}};
+    for (const auto& entry : kNames) {
+        if (strcasecmp(text, entry.name) == 0) return entry.level;
+    }
+    return kLevelUnset;
+}
+
+void apply_level(int level) {
+    g_level.store(level, std::memory_order_relaxed);
+    logger().set_level(to_spdlog(static_cast<smxLogLevel_t>(level)));
+}
+
+int current_level() {
+    int level = g_level.load(std::memory_order_relaxed);
+    if (level != kLevelUnset) return level;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const int from_env = parse_level(std::getenv("SMX_LOG_LEVEL"));
+        if (from_env != kLevelUnset) g_level_chosen.store(true);
+        int expected = kLevelUnset;  // an explicit smxSetLogLevel that raced us wins
+        if (g_level.compare_exchange_strong(expected, from_env == kLevelUnset ? SMX_LOG_OFF : from_env)) {
+            logger().set_level(to_spdlog(static_cast<smxLogLevel_t>(g_level.load())));
+        }
+    });
+    return g_level.load(std::memory_order_relaxed);
+}
+
+bool is_level(int level) {
+    return level == SMX_LOG_TRACE || level == SMX_LOG_DEBUG || level == SMX_LOG_INFO || level == SMX_LOG_WARN ||
+           level == SMX_LOG_ERROR || level == SMX_LOG_OFF;
+}
+
+}  // namespace
+
+bool log_enabled(smxLogLevel_t level) {
+    const int current = current_level();
+    return current != SMX_LOG_OFF && static_cast<int>(level) >= current;
+}
+
+void log_message(smxLogLevel_t level, const std::string& message) {
+    logger().log(to_spdlog(level), "{}", message);
+}
+
+}  // namespace smx
+
+extern "C" {
+
+SMX_API smxStatus_t smxSetLogLevel(smxLogLevel_t level) {
+    if (!smx::is_level(level)) {
+        return smx::fail(SMX_STATUS_BAD_PARAM, "log level {} is not an smxLogLevel_t (0..4, or 6 for off)",
+                         static_cast<int>(level));
+    }
+    smx::current_level();  // settle the environment default first so it cannot overwrite this choice
+    smx::g_level_chosen.store(true);
+    smx::apply_level(level);
+    return SMX_STATUS_SUCCESS;
+}
+
+SMX_API smxStatus_t smxSetLogCallback(smxLogCallback_t callback, void* userData) {
+    {
+        std::lock_guard<std::mutex> lock(smx::g_callback_mutex);
+        smx::g_callback = callback;
+        smx::g_callback_user_data = userData;
+    }
+    smx::current_level();
+    if (callback != nullptr && !smx::g_level_chosen.load()) smx::apply_level(SMX_LOG_INFO);
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // extern "C"

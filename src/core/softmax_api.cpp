@@ -1,0 +1,110 @@
+// softmax_api.cpp - the softmax C entry points: validate into an info, ask the backend for a plan, run it.
+#include <memory>
+#include <string>
+
+#include "core/api_guard.hpp"
+#include "core/error.hpp"
+#include "core/handle.hpp"
+#include "core/logging.hpp"
+#include "core/tensor.hpp"
+#include "cpu/softmax_cpu.hpp"
+#include "ops/softmax/info.hpp"
+#include "ops/softmax/plan.hpp"
+
+#if SMX_WITH_CUDA
+#include "cuda/cuda_backend.hpp"
+#endif
+
+struct smxSoftmaxDescriptor {
+    smxDeviceType_t device_type;  // copied from the handle: the descriptor does not keep the handle
+    int device_id;
+    smx::SoftmaxInfo info;
+    std::unique_ptr<smx::SoftmaxPlan> plan;
+};
+
+namespace smx {
+namespace {
+
+smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, smxSoftmaxMode_t mode, int axis,
+                              smxTensorDescriptor_t y_desc, smxTensorDescriptor_t x_desc) {
+    if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc (the output pointer) is NULL");
+    *out = nullptr;
+    if (handle == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "handle is NULL");
+    auto desc = std::make_unique<smxSoftmaxDescriptor>();
+    desc->device_type = handle->device_type;
+    desc->device_id = handle->device_id;
+    SMX_RETURN_IF_ERROR(make_softmax_info(mode, axis, y_desc, x_desc, &desc->info));
+    if (handle->device_type == SMX_DEVICE_CPU) {
+        SMX_RETURN_IF_ERROR(make_cpu_softmax_plan(desc->info, handle->cpu_threads, &desc->plan));
+    } else {
+#if SMX_WITH_CUDA
+        SMX_RETURN_IF_ERROR(make_cuda_softmax_plan(desc->info, handle->device_id, handle->limits, &desc->plan));
+#else
+        return fail(SMX_STATUS_INTERNAL_ERROR, "a CUDA handle exists in a build without CUDA");
+#endif
+    }
+    log_debug("softmax descriptor: {} | plan: {} | workspace {} B", describe(desc->info), desc->plan->description(),
+              desc->plan->workspace_bytes());
+    *out = desc.release();
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t forward(smxSoftmaxDescriptor_t desc, void* workspace, std::size_t workspace_bytes, void* y,
+                    const void* x, void* stream) {
+    if (desc == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc is NULL");
+    if (desc->info.numel == 0) return SMX_STATUS_SUCCESS;  // zero-size tensors: nothing to do, nothing launched
+    if (x == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "x is NULL but the tensor has {} elements", desc->info.numel);
+    if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "y is NULL but the tensor has {} elements", desc->info.numel);
+    const std::size_t needed = desc->plan->workspace_bytes();
+    if (workspace_bytes < needed) {
+        return fail(SMX_STATUS_BAD_PARAM_WORKSPACE, "workspace of {} bytes is smaller than the {} bytes this plan needs",
+                    workspace_bytes, needed);
+    }
+    if (needed > 0 && workspace == nullptr) {
+        return fail(SMX_STATUS_BAD_PARAM_WORKSPACE, "workspace is NULL but this plan needs {} bytes", needed);
+    }
+    SMX_RETURN_IF_ERROR(check_forward_pointers(desc->info, y, x));
+#if SMX_WITH_CUDA
+    if (desc->device_type == SMX_DEVICE_CUDA) SMX_RETURN_IF_ERROR(cuda_check_data_pointers(desc->device_id, y, x));
+#endif
+    return desc->plan->run(workspace, y, x, stream);
+}
+
+}  // namespace
+}  // namespace smx
+
+extern "C" {
+
+SMX_API smxStatus_t smxCreateSoftmaxDescriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* desc,
+                                               smxSoftmaxMode_t mode, int axis, smxTensorDescriptor_t yDesc,
+                                               smxTensorDescriptor_t xDesc) {
+    return smx::guard_api("smxCreateSoftmaxDescriptor",
+                          [&] { return smx::create_descriptor(handle, desc, mode, axis, yDesc, xDesc); });
+}
+
+SMX_API smxStatus_t smxGetSoftmaxWorkspaceSize(smxSoftmaxDescriptor_t desc, size_t* workspaceBytes) {
+    if (desc == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc is NULL");
+    if (workspaceBytes == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "workspaceBytes is NULL");
+    *workspaceBytes = desc->plan->workspace_bytes();
+    return SMX_STATUS_SUCCESS;
+}
+
+SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** plan) {
+    if (desc == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc is NULL");
+    if (plan == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "plan is NULL");
+    *plan = desc->plan->description().c_str();
+    return SMX_STATUS_SUCCESS;
+}
+
+SMX_API smxStatus_t smxSoftmaxForward(smxSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes, void* y,
+                                      const void* x, void* stream) {
+    return smx::guard_api("smxSoftmaxForward",
+                          [&] { return smx::forward(desc, workspace, workspaceBytes, y, x, stream); });
+}
+
+SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc) {
+    delete desc;
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,119 @@
+// tensor.cpp - tensor descriptors: validated once here, copied, then read-only.
+#include "core/tensor.hpp"
+
+#include <cstdlib>
+#include <new>
+
+#include "common/dtype.hpp"
+#include "core/api_guard.hpp"
+#include "core/error.hpp"
+
+namespace smx {
+
+std::string format_dims(const std::int64_t* dims, int ndim) {
+    std::string text = "[";
+    for (int i = 0; i < ndim; ++i) {
+        if (i > 0) text += ',';
+        text += std::to_string(dims[i]);
+    }
+    return text + "]";
+}
+
+namespace {
+
+smxStatus_t validate_and_fill(smxTensorDescriptor* out, smxDataType_t dtype, int ndim, const std::int64_t* shape,
+                              const std::int64_t* strides) {
+    if (!is_valid_dtype(dtype)) {
+        return fail(SMX_STATUS_BAD_PARAM_DTYPE, "dtype {} is not an smxDataType_t (F16=1, BF16=2, F32=3, F64=4)",
+                    static_cast<int>(dtype));
+    }
+    if (ndim < 1 || ndim > SMX_MAX_DIMS) {
+        return fail(SMX_STATUS_BAD_PARAM_NDIM, "ndim {} out of range: a tensor has 1 to {} dimensions", ndim,
+                    SMX_MAX_DIMS);
+    }
+    std::int64_t numel = 1;
+    for (int i = 0; i < ndim; ++i) {
+        if (shape[i] < 0) {
+            return fail(SMX_STATUS_BAD_PARAM_SHAPE, "shape {} has a negative size {} in dim {}",
+                        format_dims(shape, ndim), shape[i], i);
+        }
+        if (__builtin_mul_overflow(numel, shape[i], &numel)) {
+            return fail(SMX_STATUS_BAD_PARAM_SHAPE, "shape {} has more elements than int64 can count",
+                        format_dims(shape, ndim));
+        }
+    }
+    out->dtype = dtype;
+    out->ndim = ndim;
+    out->numel = numel;
+    for (int i = 0; i < ndim; ++i) out->shape[i] = shape[i];
+    if (strides == nullptr) {
+        // Row-major; with an empty tensor the products can be 0, which is harmless.
+        std::int64_t running = 1;
+        for (int i = ndim - 1; i >= 0; --i) {
+            out->strides[i] = running;
+            if (shape[i] > 1) running *= shape[i];  // cannot overflow: bounded by numel
+        }
+        return SMX_STATUS_SUCCESS;
+    }
+    // The span sum(|stride| * (size - 1)) must fit int64 so every element offset is representable,
+    // and a byte offset too (times the element size).
+    std::int64_t span = 0;
+    for (int i = 0; i < ndim; ++i) {
+        out->strides[i] = strides[i];
+        if (shape[i] <= 1) continue;
+        if (strides[i] == INT64_MIN) {
+            return fail(SMX_STATUS_BAD_PARAM_STRIDES, "stride {} of dim {} is out of range", strides[i], i);
+        }
+        std::int64_t extent;
+        if (__builtin_mul_overflow(std::llabs(strides[i]), shape[i] - 1, &extent) ||
+            __builtin_add_overflow(span, extent, &span)) {
+            return fail(SMX_STATUS_BAD_PARAM_STRIDES, "strides {} with shape {} reach beyond int64 offsets",
+                        format_dims(strides, ndim), format_dims(shape, ndim));
+        }
+    }
+    std::int64_t span_bytes;
+    if (numel > 0 && __builtin_mul_overflow(span + 1, static_cast<std::int64_t>(dtype_size(dtype)), &span_bytes)) {
+        return fail(SMX_STATUS_BAD_PARAM_STRIDES, "strides {} with shape {} span more bytes than int64 can address",
+                    format_dims(strides, ndim), format_dims(shape, ndim));
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace
+}  // namespace smx
+
+extern "C" {
+
+SMX_API smxStatus_t smxCreateTensorDescriptor(smxTensorDescriptor_t* desc, smxDataType_t dtype, int ndim,
+                                              const int64_t* shape, const int64_t* strides) {
+    return smx::guard_api("smxCreateTensorDescriptor", [&]() -> smxStatus_t {
+        if (desc == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc (the output pointer) is NULL");
+        *desc = nullptr;
+        if (shape == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "shape is NULL");
+        smxTensorDescriptor candidate{};
+        SMX_RETURN_IF_ERROR(smx::validate_and_fill(&candidate, dtype, ndim, shape, strides));
+        *desc = new smxTensorDescriptor(candidate);
+        return SMX_STATUS_SUCCESS;
+    });
+}
+
+SMX_API smxStatus_t smxGetTensorDescriptor(smxTensorDescriptor_t desc, smxDataType_t* dtype, int* ndim,
+                                           int64_t* shape, int64_t* strides) {
+    return smx::guard_api("smxGetTensorDescriptor", [&]() -> smxStatus_t {
+        if (desc == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc is NULL");
+        if (dtype != nullptr) *dtype = desc->dtype;
+        if (ndim != nullptr) *ndim = desc->ndim;
+        for (int i = 0; i < desc->ndim; ++i) {
+            if (shape != nullptr) shape[i] = desc->shape[i];
+            if (strides != nullptr) strides[i] = desc->strides[i];
+        }
+        return SMX_STATUS_SUCCESS;
+    });
+}
+
+SMX_API smxStatus_t smxDestroyTensorDescriptor(smxTensorDescriptor_t desc) {
+    delete desc;
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,26 @@
+// cuda_backend.hpp - the CUDA backend's face towards the core. Plain C++: no CUDA types cross it,
+// so the core compiles without the CUDA toolkit. Only built when SMX_WITH_CUDA is on.
+#pragma once
+
+#include <memory>
+
+#include "core/device_limits.hpp"
+#include "ops/softmax/info.hpp"
+#include "ops/softmax/plan.hpp"
+
+namespace smx {
+
+// Checks that CUDA device `device_id` exists and reads its limits once.
+// Fails with SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT (no driver or no device) or
+// SMX_STATUS_BAD_PARAM_DEVICE (id out of range).
+smxStatus_t cuda_query_device(int device_id, DeviceLimits* limits);
+
+// Chooses the kernel and its launch shape for a validated problem on that device.
+smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const DeviceLimits& limits,
+                                   std::unique_ptr<SoftmaxPlan>* plan);
+
+// Forward-time check that y and x are memory the device `device_id` can address (device or managed
+// memory of that device, or mapped host memory); refuses plain host pointers and other devices' memory.
+smxStatus_t cuda_check_data_pointers(int device_id, const void* y, const void* x);
+
+}  // namespace smx
