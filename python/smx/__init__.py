@@ -36,8 +36,14 @@ def _axis(dim, ndim):
 
 
 def _problem(view, strides):
-    """shape and strides for the C descriptor: a 0-d tensor becomes a 1-element 1-d tensor."""
-    return (view.shape, strides) if view.shape else ((1,), (1,))
+    """shape and strides for the C descriptor: a 0-d tensor becomes a 1-element 1-d tensor, and a tensor
+    with no elements gets row-major strides (NumPy gives such arrays zero strides, which libsmx would read
+    as an output overlapping itself)."""
+    if not view.shape:
+        return (1,), (1,)
+    if 0 in view.shape:
+        return view.shape, _arrays.dense_strides_like(view.shape, None)
+    return view.shape, strides
 
 
 def _output_dtype(view, dtype, out_view):
