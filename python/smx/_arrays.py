@@ -181,11 +181,15 @@ def describe(obj, stream, writable):
         else:
             interface = getattr(obj, "__cuda_array_interface__", None)
             if interface is None or not _from_cuda_array_interface(obj, interface, stream, view):
-                if not hasattr(obj, "__dlpack__"):
+                if hasattr(obj, "__dlpack__"):
+                    _from_dlpack(obj, stream, writable, view)
+                elif interface is not None:
+                    raise TypeError(f"__cuda_array_interface__ typestr {interface['typestr']!r} names no dtype "
+                                    "smx reads (bfloat16 arrays must also offer __dlpack__)")
+                else:
                     raise TypeError(f"smx takes NumPy arrays, torch tensors, or arrays with "
                                     f"__cuda_array_interface__ or __dlpack__; got {type(obj).__module__}."
                                     f"{type(obj).__qualname__}")
-                _from_dlpack(obj, stream, writable, view)
     if writable and view.read_only:
         raise ValueError(f"out= is read-only ({type(obj).__name__})")
     return view
