@@ -27,6 +27,7 @@ class _Handle:
     __slots__ = ("pointer",)
 
     def __init__(self, device_type, device_id):
+        self.pointer = None  # set before anything can fail, for __del__
         pointer = ctypes.c_void_p()
         check(lib.smxCreate(ctypes.byref(pointer), device_type, device_id))
         self.pointer = pointer.value
