@@ -45,8 +45,11 @@ def reference(x, axis, log):
 def assert_close(y, expected, log):
     """y (any float dtype) against the float64 reference: NaN where NaN, equal infinities, elsewhere
     |y - ref| <= rtol*|ref| + smallest normal (softmax) or rtol*(|ref| + 1) (log-softmax)."""
-    name = np.dtype(y.dtype).name
-    got = np.asarray(y).astype(np.float64)
+    assert_close_values(np.asarray(y).astype(np.float64), np.dtype(y.dtype).name, expected, log)
+
+
+def assert_close_values(got, name, expected, log):
+    """assert_close for outputs already converted to float64; `name` is the output's dtype name."""
     assert got.shape == expected.shape
     nan_expected, nan_got = np.isnan(expected), np.isnan(got)
     assert np.array_equal(nan_expected, nan_got), f"NaN mismatch: got {got}, expected {expected}"
