@@ -3,7 +3,7 @@
 Search order (the first library that loads wins):
   1. the file named by the environment variable SMX_LIBRARY (when set, nothing else is tried);
   2. the package's own folder (a libsmx copied next to this file, e.g. bundled into a wheel);
-  3. the build trees of the source checkout the package sits in: <repo>/build/src, then <repo>/build*/src;
+  3. when the package runs from an smx source checkout: <repo>/build/src, then <repo>/build*/src;
   4. the system: ctypes.util.find_library("smx"), then the dynamic loader's own search for the SONAME.
 """
 
@@ -33,8 +33,10 @@ def _candidates():
     override = os.environ.get("SMX_LIBRARY")
     if override:
         return [(override, "SMX_LIBRARY")]
-    folders = [_PACKAGE_DIR, _SOURCE_ROOT / "build" / "src"]
-    folders += [folder / "src" for folder in sorted(_SOURCE_ROOT.glob("build*")) if folder.name != "build"]
+    folders = [_PACKAGE_DIR]
+    if (_SOURCE_ROOT / "include" / "smx" / "smx.h").is_file():  # the package runs from an smx checkout
+        folders.append(_SOURCE_ROOT / "build" / "src")
+        folders += [folder / "src" for folder in sorted(_SOURCE_ROOT.glob("build*")) if folder.name != "build"]
     places = [(str(folder / name), "package" if folder == _PACKAGE_DIR else "build tree")
               for folder in folders for name in _file_names()]
     found = ctypes.util.find_library("smx")
