@@ -27,8 +27,17 @@ def _ml_dtypes_bfloat16():
     return np.dtype(ml_dtypes.bfloat16)
 
 
+# Native-order NumPy dtypes by object: a dict lookup, cheaper than reading dtype.name on every call.
+_NUMPY_CODES = {np.dtype(NAMES[code]): code for code in (F16, F32, F64)}
+if _ml_dtypes_bfloat16() is not None:
+    _NUMPY_CODES[_ml_dtypes_bfloat16()] = BF16
+
+
 def from_numpy(dtype):
     """The code of a NumPy dtype (also CuPy's), or TypeError naming an unsupported one."""
+    code = _NUMPY_CODES.get(dtype)
+    if code is not None:
+        return code
     name = dtype.name
     code = _CODE_BY_NAME.get(name)
     if code is None or (code == BF16 and dtype.itemsize != 2):
