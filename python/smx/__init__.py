@@ -108,7 +108,7 @@ def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
 
 def plan(x, dim=-1, *, dtype=None, log=False):
     """The execution plan libsmx chooses for softmax(x, dim, dtype=dtype) (or log_softmax when `log`),
-    e.g. 'cpu rows threads=16'. Computes nothing; the descriptor is cached for the call that follows."""
+    e.g. 'cpu reference layout=rows threads=1'. Computes nothing; the descriptor is cached for the call that follows."""
     x_view = _arrays.describe(x, None, writable=False)
     axis = _axis(dim, len(x_view.shape))
     y_dtype = _output_dtype(x_view, dtype, None)

@@ -70,7 +70,7 @@ def _loaded_file(library, fallback):
                     ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
     try:
         dladdr = ctypes.CDLL(None).dladdr
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no dladdr (Windows): keep the name that was loaded
         return fallback
     dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
     dladdr.restype = ctypes.c_int
