@@ -1,0 +1,178 @@
+"""smx: softmax and log-softmax on CPU and CUDA through libsmx's C API (ctypes, no compiled extension).
+
+    import numpy as np, smx
+    y = smx.softmax(np.random.rand(4, 10).astype(np.float32), dim=-1)
+
+NumPy arrays run on the CPU; torch tensors on their own device; other CUDA arrays through
+__cuda_array_interface__ (CuPy, Numba) or DLPack. See docs/python.md for the full semantics."""
+
+import atexit
+import ctypes
+import threading
+
+from . import _arrays, _cache, _dtypes
+from ._errors import SmxError, SmxNotImplementedError, SmxRuntimeError, SmxTypeError, SmxValueError, check
+from ._lib import LOG_CALLBACK, lib
+from ._lib import path as _library_file
+
+__version__ = "0.1.0"
+
+__all__ = ["softmax", "log_softmax", "plan", "version", "library_path", "set_log_level", "set_log_callback",
+           "SmxError", "SmxValueError", "SmxTypeError", "SmxNotImplementedError", "SmxRuntimeError"]
+
+_SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
+_LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 6}
+
+
+def _axis(dim, ndim):
+    """dim normalized to [0, ndim) (a 0-d tensor counts as 1-d), or IndexError as torch raises it."""
+    rank = max(ndim, 1)
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"dim must be an int; got {type(dim).__name__}")
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], "
+                         f"but got {dim})")
+    return dim % rank
+
+
+def _problem(view, strides):
+    """shape and strides for the C descriptor: a 0-d tensor becomes a 1-element 1-d tensor, and a tensor
+    with no elements gets row-major strides (NumPy gives such arrays zero strides, which libsmx would read
+    as an output overlapping itself)."""
+    if not view.shape:
+        return (1,), (1,)
+    if 0 in view.shape:
+        return view.shape, _arrays.dense_strides_like(view.shape, None)
+    return view.shape, strides
+
+
+def _output_dtype(view, dtype, out_view):
+    code = view.dtype if dtype is None else _dtypes.from_argument(dtype)
+    if out_view is not None and dtype is not None and out_view.dtype != code:
+        raise TypeError(f"dtype={_dtypes.NAMES[code]} disagrees with out's dtype {_dtypes.NAMES[out_view.dtype]}")
+    return code if out_view is None else out_view.dtype
+
+
+def _forward(x, dim, dtype, out, stream, mode):
+    explicit_stream = None if stream is None else _arrays.stream_handle(stream)
+    x_view = _arrays.describe(x, explicit_stream, writable=False)
+    axis = _axis(dim, len(x_view.shape))
+    if out is None:
+        y_dtype = _output_dtype(x_view, dtype, None)
+        y = _arrays.empty_like_layout(x, x_view, x_view.shape, y_dtype)
+    else:
+        if _arrays.library_of(out) != x_view.library:
+            raise TypeError(f"out is a {_arrays.library_of(out)} array but x is a {x_view.library} array; "
+                            "smx writes only into arrays of x's own library")
+        y = out
+    y_view = _arrays.describe(y, x_view.stream, writable=True)
+    if out is not None:
+        if y_view.device_type != x_view.device_type or y_view.device_id != x_view.device_id:
+            raise ValueError(f"out is on {y_view.device()} but x is on {x_view.device()}")
+        if y_view.shape != x_view.shape:
+            raise ValueError(f"out has shape {y_view.shape} but x has shape {x_view.shape}")
+        _output_dtype(x_view, dtype, y_view)
+    shape, x_strides = _problem(x_view, x_view.strides)
+    _, y_strides = _problem(y_view, y_view.strides)
+    descriptor = _cache.descriptor(x_view.device_type, x_view.device_id, mode, axis, shape, x_strides, y_strides,
+                                   x_view.dtype, y_view.dtype)
+    workspace_owner, workspace = None, None
+    if descriptor.workspace_bytes:
+        workspace_owner, workspace = _arrays.workspace(x_view, descriptor.workspace_bytes)
+    check(lib.smxSoftmaxForward(descriptor.pointer, workspace, descriptor.workspace_bytes, y_view.pointer,
+                                x_view.pointer, x_view.stream))
+    del workspace_owner  # safe once enqueued: CPU work is done, CUDA pools are ordered on x_view.stream
+    return y
+
+
+def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
+    """softmax of `x` along `dim`: exp(x - max) / sum(exp(x - max)), with PyTorch's semantics.
+
+    x: a NumPy array (CPU), a torch tensor (CPU or CUDA), or a CUDA array exposing
+       __cuda_array_interface__ or __dlpack__ (CuPy, Numba, JAX), of float16, bfloat16, float32 or float64.
+    dim: the axis, negative counting from the end; a 0-d x takes dim -1 or 0.
+    dtype: the result's dtype (numpy/torch dtype or 'float16', 'bfloat16', 'float32', 'float64');
+       float16/bfloat16/float32 go to any of those three (computed in float32), float64 only to float64.
+    out: write here instead of allocating (same library, device and shape; out=x works in place).
+    stream: the CUDA stream to enqueue on (int handle or stream object); default: torch's current stream
+       for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default.
+       CUDA calls return without waiting, like any kernel launch. Ignored on the CPU.
+    Returns out, or a new array in x's library with x's dimension order."""
+    return _forward(x, dim, dtype, out, stream, _SOFTMAX)
+
+
+def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
+    """log-softmax of `x` along `dim`: x - max - log(sum(exp(x - max))). Arguments as for softmax()."""
+    return _forward(x, dim, dtype, out, stream, _LOG_SOFTMAX)
+
+
+def plan(x, dim=-1, *, dtype=None, log=False):
+    """The execution plan libsmx chooses for softmax(x, dim, dtype=dtype) (or log_softmax when `log`),
+    e.g. 'cpu reference layout=rows threads=1'. Computes nothing; the descriptor is cached for the call that follows."""
+    x_view = _arrays.describe(x, None, writable=False)
+    axis = _axis(dim, len(x_view.shape))
+    y_dtype = _output_dtype(x_view, dtype, None)
+    shape, x_strides = _problem(x_view, x_view.strides)
+    _, y_strides = _problem(x_view, _arrays.dense_strides_like(x_view.shape, x_view.strides))
+    descriptor = _cache.descriptor(x_view.device_type, x_view.device_id, _LOG_SOFTMAX if log else _SOFTMAX, axis,
+                                   shape, x_strides, y_strides, x_view.dtype, y_dtype)
+    return descriptor.plan
+
+
+def version():
+    """The loaded libsmx's version as 'MAJOR.MINOR.PATCH' (smxGetVersion; may differ from __version__)."""
+    number = lib.smxGetVersion()
+    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+
+
+def library_path():
+    """The file libsmx was loaded from."""
+    return _library_file
+
+
+def set_log_level(level):
+    """Sets libsmx's log level: 'trace', 'debug', 'info', 'warn', 'error', 'off' or the smxLogLevel_t int."""
+    if isinstance(level, str):
+        if level.lower() not in _LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(_LOG_LEVELS)}")
+        level = _LOG_LEVELS[level.lower()]
+    check(lib.smxSetLogLevel(level))
+
+
+_log_callback_lock = threading.Lock()
+_log_callback = None  # the ctypes thunk libsmx calls: must stay referenced while installed
+
+
+def set_log_callback(callback):
+    """Routes libsmx's messages to callback(level: int, message: str) (None: back to standard error).
+
+    It may be called from any thread that calls smx. Turns logging on at 'info' unless a level was set."""
+    global _log_callback
+    if callback is None:
+        thunk = ctypes.cast(None, LOG_CALLBACK)
+    else:
+        def thunk_body(level, message, _user_data):
+            callback(level, message.decode("utf-8", "replace"))
+        thunk = LOG_CALLBACK(thunk_body)
+    with _log_callback_lock:
+        check(lib.smxSetLogCallback(thunk, None))
+        _log_callback = None if callback is None else thunk
+
+
+def _reset_log_callback():
+    """At exit: stop libsmx from calling into an interpreter that is shutting down."""
+    if _log_callback is not None:
+        set_log_callback(None)
+
+
+def _cache_info():
+    """Descriptor cache counters: CacheInfo(hits, misses, evictions, size, maxsize, handles)."""
+    return _cache.cache_info()
+
+
+def _cache_clear():
+    """Empties the descriptor and handle caches and zeroes the counters."""
+    _cache.cache_clear()
+
+
+atexit.register(_reset_log_callback)  # after the cache's handler, so it runs before it (atexit is LIFO)

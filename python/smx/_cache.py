@@ -1,0 +1,124 @@
+"""Handles (one per device) and softmax descriptors (an LRU keyed by the whole problem), shared by all
+threads under one lock.
+
+A cached descriptor is a refcounted Python object: a thread that got it keeps it alive through its
+forward call even if another thread evicts it meanwhile; the C descriptor is destroyed when the last
+reference goes. Each descriptor references its handle, so handles outlive their descriptors, as smx.h
+requires. At exit (atexit) the cache is emptied so everything is destroyed while libsmx and the CUDA
+runtime are still up."""
+
+import atexit
+import collections
+import ctypes
+import threading
+
+from ._errors import check
+from ._lib import lib
+
+__all__ = ["descriptor", "cache_info", "cache_clear", "CacheInfo", "MAX_DESCRIPTORS"]
+
+MAX_DESCRIPTORS = 256
+
+CacheInfo = collections.namedtuple("CacheInfo", "hits misses evictions size maxsize handles")
+
+
+class _Handle:
+    """An smxHandle_t for one (device type, device id)."""
+    __slots__ = ("pointer",)
+
+    def __init__(self, device_type, device_id):
+        self.pointer = None  # set before anything can fail, for __del__
+        pointer = ctypes.c_void_p()
+        check(lib.smxCreate(ctypes.byref(pointer), device_type, device_id))
+        self.pointer = pointer.value
+
+    def __del__(self, _destroy=lib.smxDestroy):  # bound now: module globals may be gone at shutdown
+        if self.pointer:
+            _destroy(self.pointer)
+
+
+def _tensor_descriptor(dtype, shape, strides):
+    ndim = len(shape)
+    pointer = ctypes.c_void_p()
+    check(lib.smxCreateTensorDescriptor(ctypes.byref(pointer), dtype, ndim, (ctypes.c_int64 * ndim)(*shape),
+                                        (ctypes.c_int64 * ndim)(*strides)))
+    return pointer
+
+
+class Descriptor:
+    """An smxSoftmaxDescriptor_t with its workspace size and plan text, read once at creation."""
+    __slots__ = ("pointer", "handle", "workspace_bytes", "plan")
+
+    def __init__(self, handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype):
+        self.pointer = None
+        self.handle = handle
+        x_desc = _tensor_descriptor(x_dtype, shape, x_strides)
+        try:
+            y_desc = _tensor_descriptor(y_dtype, shape, y_strides)
+            try:
+                pointer = ctypes.c_void_p()
+                check(lib.smxCreateSoftmaxDescriptor(handle.pointer, ctypes.byref(pointer), mode, axis, y_desc,
+                                                     x_desc))
+                self.pointer = pointer.value
+            finally:
+                lib.smxDestroyTensorDescriptor(y_desc)
+        finally:
+            lib.smxDestroyTensorDescriptor(x_desc)
+        workspace_bytes = ctypes.c_size_t()
+        check(lib.smxGetSoftmaxWorkspaceSize(self.pointer, ctypes.byref(workspace_bytes)))
+        self.workspace_bytes = workspace_bytes.value
+        plan = ctypes.c_char_p()
+        check(lib.smxGetSoftmaxPlan(self.pointer, ctypes.byref(plan)))
+        self.plan = plan.value.decode()
+
+    def __del__(self, _destroy=lib.smxDestroySoftmaxDescriptor):
+        if self.pointer:
+            _destroy(self.pointer)
+
+
+_lock = threading.Lock()
+_handles = {}
+_descriptors = collections.OrderedDict()
+_stats = {"hits": 0, "misses": 0, "evictions": 0}
+
+
+def descriptor(device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype):
+    """The cached descriptor for this exact problem, created on a miss (evicting the least recently used
+    one past MAX_DESCRIPTORS). `axis` must be normalized to [0, ndim)."""
+    key = (device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
+    with _lock:
+        found = _descriptors.get(key)
+        if found is not None:
+            _descriptors.move_to_end(key)
+            _stats["hits"] += 1
+            return found
+        _stats["misses"] += 1
+        handle = _handles.get((device_type, device_id))
+        if handle is None:
+            handle = _handles[(device_type, device_id)] = _Handle(device_type, device_id)
+        created = Descriptor(handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
+        _descriptors[key] = created
+        if len(_descriptors) > MAX_DESCRIPTORS:
+            _descriptors.popitem(last=False)
+            _stats["evictions"] += 1
+        return created
+
+
+def cache_info():
+    """Counters of the descriptor cache (hits, misses, evictions, size, maxsize) and the handle count."""
+    with _lock:
+        return CacheInfo(_stats["hits"], _stats["misses"], _stats["evictions"], len(_descriptors),
+                         MAX_DESCRIPTORS, len(_handles))
+
+
+def cache_clear():
+    """Drops every cached descriptor and handle and zeroes the counters (objects still in use by a running
+    call are destroyed when that call lets go of them)."""
+    with _lock:
+        _descriptors.clear()
+        _handles.clear()
+        for name in _stats:
+            _stats[name] = 0
+
+
+atexit.register(cache_clear)

@@ -1,0 +1,114 @@
+"""The four element types smx computes on, and their spellings in NumPy, PyTorch, DLPack and CUDA arrays.
+
+Internally a dtype is its smxDataType_t code (F16, BF16, F32, F64)."""
+
+import sys
+
+import numpy as np
+
+F16, BF16, F32, F64 = 1, 2, 3, 4
+NAMES = {F16: "float16", BF16: "bfloat16", F32: "float32", F64: "float64"}
+ITEMSIZE = {F16: 2, BF16: 2, F32: 4, F64: 8}
+_CODE_BY_NAME = {name: code for code, name in NAMES.items()}
+
+# DLPack's DLDataTypeCode values, for naming the dtypes smx refuses.
+_DLPACK_KIND_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque_handle", 4: "bfloat", 5: "complex", 6: "bool"}
+_DLPACK_FLOAT, _DLPACK_BFLOAT = 2, 4
+
+_SUPPORTED = "smx supports float16, bfloat16, float32 and float64"
+
+
+def _ml_dtypes_bfloat16():
+    """NumPy's bfloat16 dtype from ml_dtypes, or None when ml_dtypes is not installed."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+# Native-order NumPy dtypes by object: a dict lookup, cheaper than reading dtype.name on every call.
+_NUMPY_CODES = {np.dtype(NAMES[code]): code for code in (F16, F32, F64)}
+if _ml_dtypes_bfloat16() is not None:
+    _NUMPY_CODES[_ml_dtypes_bfloat16()] = BF16
+
+
+def from_numpy(dtype):
+    """The code of a NumPy dtype (also CuPy's), or TypeError naming an unsupported one."""
+    code = _NUMPY_CODES.get(dtype)
+    if code is not None:
+        return code
+    name = dtype.name
+    code = _CODE_BY_NAME.get(name)
+    if code is None or (code == BF16 and dtype.itemsize != 2):
+        raise TypeError(f"{_SUPPORTED}; got dtype {name}")
+    if not dtype.isnative:
+        raise TypeError(f"{name} data in non-native byte order ({dtype.str}) is not supported; "
+                        "convert it with .astype(its_dtype.newbyteorder('='))")
+    return code
+
+
+def to_numpy(code):
+    """The NumPy dtype for a code; bfloat16 needs ml_dtypes (TypeError otherwise)."""
+    if code == BF16:
+        bfloat16 = _ml_dtypes_bfloat16()
+        if bfloat16 is None:
+            raise TypeError("bfloat16 NumPy arrays need the ml_dtypes package (pip install ml_dtypes)")
+        return bfloat16
+    return np.dtype(NAMES[code])
+
+
+def _torch_codes(torch):
+    return {torch.float16: F16, torch.bfloat16: BF16, torch.float32: F32, torch.float64: F64}
+
+
+def from_torch(dtype):
+    """The code of a torch.dtype, or TypeError naming an unsupported one."""
+    code = _torch_codes(sys.modules["torch"]).get(dtype)
+    if code is None:
+        raise TypeError(f"{_SUPPORTED}; got dtype {str(dtype).replace('torch.', '')}")
+    return code
+
+
+def to_torch(code):
+    """The torch.dtype for a code."""
+    torch = sys.modules["torch"]
+    return {F16: torch.float16, BF16: torch.bfloat16, F32: torch.float32, F64: torch.float64}[code]
+
+
+def from_dlpack(type_code, bits, lanes):
+    """The code of a DLPack DLDataType, or TypeError naming an unsupported one."""
+    if lanes == 1:
+        if type_code == _DLPACK_FLOAT and bits in (16, 32, 64):
+            return {16: F16, 32: F32, 64: F64}[bits]
+        if type_code == _DLPACK_BFLOAT and bits == 16:
+            return BF16
+    kind = _DLPACK_KIND_NAMES.get(type_code, f"dlpack_code{type_code}_")
+    name = "bool" if kind == "bool" else f"{kind}{bits}" + (f"x{lanes}" if lanes != 1 else "")
+    raise TypeError(f"{_SUPPORTED}; got dtype {name}")
+
+
+def from_typestr(typestr):
+    """The code of an array-interface type string ('<f4'), or None when it does not name one of ours
+    (bfloat16 has no typestr of its own: callers then try DLPack)."""
+    dtype = np.dtype(typestr)
+    if dtype.kind == "V":
+        return None
+    if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8):
+        raise TypeError(f"{_SUPPORTED}; got dtype {dtype.name}")
+    return from_numpy(dtype)
+
+
+def from_argument(dtype):
+    """The code of a user's dtype= argument: a torch dtype, one of the four names, or anything np.dtype()
+    accepts (np.float32, 'f4', ml_dtypes.bfloat16)."""
+    if isinstance(dtype, str) and dtype in _CODE_BY_NAME:
+        return _CODE_BY_NAME[dtype]
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(dtype, torch.dtype):
+        return from_torch(dtype)
+    try:
+        numpy_dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype={dtype!r} is not a dtype; {_SUPPORTED}") from None
+    return from_numpy(numpy_dtype)

@@ -1,0 +1,118 @@
+"""Finds and loads libsmx, and declares the ctypes signature of every C entry point.
+
+Search order (the first library that loads wins):
+  1. the file named by the environment variable SMX_LIBRARY (when set, nothing else is tried);
+  2. the package's own folder (a libsmx copied next to this file, e.g. bundled into a wheel);
+  3. when the package runs from an smx source checkout: <repo>/build/src, then <repo>/build*/src;
+  4. the system: ctypes.util.find_library("smx"), then the dynamic loader's own search for the SONAME.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["lib", "path", "LOG_CALLBACK"]
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_SOURCE_ROOT = _PACKAGE_DIR.parent.parent  # python/smx -> python -> the repository
+
+
+def _file_names():
+    """The library's file names on this platform, the ABI-versioned name first."""
+    if sys.platform == "darwin":
+        return ["libsmx.0.dylib", "libsmx.dylib"]
+    if sys.platform == "win32":
+        return ["smx.dll"]
+    return ["libsmx.so.0", "libsmx.so"]
+
+
+def _candidates():
+    """Every place to try, in order, as (path or loader name, where it came from)."""
+    override = os.environ.get("SMX_LIBRARY")
+    if override:
+        return [(override, "SMX_LIBRARY")]
+    folders = [_PACKAGE_DIR]
+    if (_SOURCE_ROOT / "include" / "smx" / "smx.h").is_file():  # the package runs from an smx checkout
+        folders.append(_SOURCE_ROOT / "build" / "src")
+        folders += [folder / "src" for folder in sorted(_SOURCE_ROOT.glob("build*")) if folder.name != "build"]
+    places = [(str(folder / name), "package" if folder == _PACKAGE_DIR else "build tree")
+              for folder in folders for name in _file_names()]
+    found = ctypes.util.find_library("smx")
+    if found:
+        places.append((found, "find_library"))
+    places += [(name, "system loader") for name in _file_names()]
+    return places
+
+
+def _load():
+    tried = []
+    for place, origin in _candidates():
+        is_file_path = os.sep in place
+        if is_file_path and not os.path.exists(place):
+            tried.append(f"  {place} ({origin}): no such file")
+            continue
+        try:
+            return ctypes.CDLL(place), place
+        except OSError as error:
+            tried.append(f"  {place} ({origin}): {error}")
+    raise ImportError(
+        "smx could not load libsmx. Tried, in order:\n" + "\n".join(tried) +
+        "\nBuild it (cmake -S . -B build && cmake --build build), set SMX_LIBRARY to the library file, "
+        "or install it where the dynamic loader finds it.")
+
+
+def _loaded_file(library, fallback):
+    """The file the dynamic loader actually mapped for `library` (dladdr), else `fallback`."""
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+    except (OSError, AttributeError, TypeError):  # no dladdr (Windows): keep the name that was loaded
+        return fallback
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    dladdr.restype = ctypes.c_int
+    info = DlInfo()
+    if dladdr(ctypes.cast(library.smxGetVersion, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+        return os.path.realpath(os.fsdecode(info.dli_fname))
+    return fallback
+
+
+lib, _loaded_name = _load()
+path = _loaded_file(lib, _loaded_name)
+
+_c_int_p = ctypes.POINTER(ctypes.c_int)
+_c_int64_p = ctypes.POINTER(ctypes.c_int64)
+_c_void_p_p = ctypes.POINTER(ctypes.c_void_p)
+
+#: smxLogCallback_t: void (*)(smxLogLevel_t level, const char* message, void* userData)
+LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+# (name, restype, argtypes) for every exported function of smx.h, smx_status.h and smx_version.h.
+_SIGNATURES = [
+    ("smxGetVersion", ctypes.c_int, []),
+    ("smxGetStatusString", ctypes.c_char_p, [ctypes.c_int]),
+    ("smxGetLastErrorMessage", ctypes.c_char_p, []),
+    ("smxCreate", ctypes.c_int, [_c_void_p_p, ctypes.c_int, ctypes.c_int]),
+    ("smxDestroy", ctypes.c_int, [ctypes.c_void_p]),
+    ("smxGetHandleDevice", ctypes.c_int, [ctypes.c_void_p, _c_int_p, _c_int_p]),
+    ("smxCreateTensorDescriptor", ctypes.c_int, [_c_void_p_p, ctypes.c_int, ctypes.c_int, _c_int64_p, _c_int64_p]),
+    ("smxGetTensorDescriptor", ctypes.c_int, [ctypes.c_void_p, _c_int_p, _c_int_p, _c_int64_p, _c_int64_p]),
+    ("smxDestroyTensorDescriptor", ctypes.c_int, [ctypes.c_void_p]),
+    ("smxCreateSoftmaxDescriptor", ctypes.c_int,
+     [ctypes.c_void_p, _c_void_p_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
+    ("smxGetSoftmaxWorkspaceSize", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
+    ("smxGetSoftmaxPlan", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p)]),
+    ("smxSoftmaxForward", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    ("smxDestroySoftmaxDescriptor", ctypes.c_int, [ctypes.c_void_p]),
+    ("smxSetLogLevel", ctypes.c_int, [ctypes.c_int]),
+    ("smxSetLogCallback", ctypes.c_int, [LOG_CALLBACK, ctypes.c_void_p]),
+]
+
+for _name, _restype, _argtypes in _SIGNATURES:
+    _function = getattr(lib, _name)
+    _function.restype = _restype
+    _function.argtypes = _argtypes

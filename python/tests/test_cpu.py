@@ -1,0 +1,196 @@
+"""smx on NumPy arrays (the CPU backend) against the float64 reference."""
+
+import numpy as np
+import pytest
+
+import smx
+from conftest import HALF_AND_SINGLE, assert_close, numpy_dtype, poisoned, random_array, reference
+
+MODES = [pytest.param(False, id="softmax"), pytest.param(True, id="log_softmax")]
+SHAPES = [(37,), (5, 33), (3, 4, 17), (2, 3, 5, 7)]
+
+
+def run(x, dim, log, **kwargs):
+    return (smx.log_softmax if log else smx.softmax)(x, dim, **kwargs)
+
+
+@pytest.mark.parametrize("log", MODES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: f"{len(shape)}d")
+def test_every_dim_positive_and_negative_matches_reference(rng, shape, log):
+    x = random_array(rng, shape, "float32")
+    for dim in range(-len(shape), len(shape)):
+        y = run(x, dim, log)
+        assert y.dtype == x.dtype and y.shape == x.shape
+        assert_close(y, reference(x, dim, log), log)
+
+
+@pytest.mark.parametrize("log", MODES)
+@pytest.mark.parametrize("y_name", HALF_AND_SINGLE)
+@pytest.mark.parametrize("x_name", HALF_AND_SINGLE)
+def test_every_half_and_single_dtype_pair_matches_reference(rng, x_name, y_name, log):
+    x = random_array(rng, (6, 129), x_name)
+    out = poisoned(x.shape, y_name)
+    y = run(x, -1, log, out=out)
+    assert y is out
+    assert_close(out, reference(x, -1, log), log)
+    by_dtype = run(x, 0, log, dtype=y_name)
+    assert by_dtype.dtype == numpy_dtype(y_name)
+    assert_close(by_dtype, reference(x, 0, log), log)
+
+
+@pytest.mark.parametrize("log", MODES)
+def test_float64_matches_reference_to_float64_precision(rng, log):
+    x = random_array(rng, (9, 300), "float64")
+    assert_close(run(x, 1, log), reference(x, 1, log), log)
+
+
+def strided_views(x):
+    """Views of a 3-d array that exercise every kind of stride: sliced, transposed, negative."""
+    return {
+        "sliced": x[:, 1:, ::2],
+        "transposed": x.transpose(2, 0, 1),
+        "swapped_last_two": np.swapaxes(x, 1, 2),
+        "reversed_first": x[::-1],
+        "reversed_last": x[:, :, ::-1],
+        "reversed_and_strided": x[::-1, ::2, ::-3],
+    }
+
+
+@pytest.mark.parametrize("log", MODES)
+@pytest.mark.parametrize("view_name", list(strided_views(np.empty((2, 2, 2)))))
+def test_strided_and_negative_stride_views_read_in_place(rng, view_name, log):
+    base = random_array(rng, (4, 6, 18), "float32")
+    x = strided_views(base)[view_name]
+    for dim in range(x.ndim):
+        out = poisoned(x.shape, "float32")
+        run(x, dim, log, out=out)
+        assert_close(out, reference(x, dim, log), log)
+
+
+@pytest.mark.parametrize("log", MODES)
+def test_output_into_strided_and_reversed_views(rng, log):
+    x = random_array(rng, (5, 12), "float32")
+    storage = poisoned((10, 24), "float16")
+    out = storage[::-2, ::2]
+    run(x, 1, log, out=out)
+    assert_close(out, reference(x, 1, log), log)
+    assert np.isnan(storage[::-2, 1::2].astype(np.float64)).all(), "wrote outside the out view"
+
+
+def test_result_keeps_the_dim_order_of_x(rng):
+    x = random_array(rng, (8, 5), "float32").T
+    y = smx.softmax(x, 0)
+    assert y.flags.f_contiguous and not y.flags.c_contiguous
+    assert_close(y, reference(x, 0, False), False)
+
+
+@pytest.mark.parametrize("log", MODES)
+@pytest.mark.parametrize("name", HALF_AND_SINGLE + ["float64"])
+def test_in_place_overwrites_x(rng, name, log):
+    x = random_array(rng, (7, 45), name)
+    expected = reference(x, -1, log)
+    y = run(x, -1, log, out=x)
+    assert y is x
+    assert_close(x, expected, log)
+
+
+@pytest.mark.parametrize("log", MODES)
+def test_in_place_on_a_negative_stride_view(rng, log):
+    base = random_array(rng, (6, 10), "float32")
+    x = base[::-1, ::-1]
+    expected = reference(x, 0, log)
+    run(x, 0, log, out=x)
+    assert_close(x, expected, log)
+
+
+@pytest.mark.parametrize("log", MODES)
+def test_special_values_follow_pytorch(log):
+    inf, nan = np.inf, np.nan
+    x = np.array([[1.0, 2.0, 3.0, 4.0],
+                  [1.0, inf, 3.0, 4.0],      # +inf: the whole row is NaN
+                  [1.0, nan, 3.0, 4.0],      # NaN: the whole row is NaN
+                  [-inf, -inf, -inf, -inf],  # all -inf: NaN
+                  [-inf, 0.5, -inf, 2.0]],   # -inf among finite values: 0 (log: -inf)
+                 dtype=np.float32)
+    y = run(x, -1, log)
+    expected = reference(x, -1, log)
+    assert np.isnan(y[1:4]).all()
+    assert (y[4, [0, 2]] == (-inf if log else 0.0)).all()
+    assert_close(y, expected, log)
+
+
+@pytest.mark.parametrize("log", MODES)
+def test_axis_of_size_one_gives_one_or_zero(rng, log):
+    x = random_array(rng, (5, 1, 3), "float32")
+    y = run(x, 1, log)
+    assert np.array_equal(y, np.full(x.shape, 0.0 if log else 1.0, np.float32))
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 5), (3, 0), (2, 0, 4)])
+def test_zero_size_tensors_succeed(shape):
+    x = np.empty(shape, np.float32)
+    for dim in range(len(shape)):
+        y = smx.softmax(x, dim)
+        assert y.shape == shape and y.dtype == np.float32
+
+
+@pytest.mark.parametrize("log", MODES)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_zero_dim_array_is_a_one_element_axis(rng, dim, log):
+    x = np.array(rng.standard_normal(), dtype=np.float32)
+    y = run(x, dim, log)
+    assert y.shape == () and y.dtype == np.float32
+    assert y == (0.0 if log else 1.0)
+
+
+@pytest.mark.parametrize("spelling", ["float16", np.float16, np.dtype("float16"), "f2", "<f2"],
+                         ids=["name", "type", "dtype", "char", "typestr"])
+def test_dtype_argument_spellings(rng, spelling):
+    x = random_array(rng, (3, 8), "float32")
+    y = smx.softmax(x, dtype=spelling)
+    assert y.dtype == np.float16
+    assert_close(y, reference(x, -1, False), False)
+
+
+def test_bfloat16_by_name_and_by_ml_dtypes(rng):
+    bfloat16 = numpy_dtype("bfloat16")
+    x = random_array(rng, (4, 40), "float32")
+    assert smx.softmax(x, dtype="bfloat16").dtype == bfloat16
+    assert_close(smx.log_softmax(x, dtype=bfloat16), reference(x, -1, True), True)
+
+
+def test_bfloat16_without_ml_dtypes_is_a_clear_type_error(rng, monkeypatch):
+    monkeypatch.setattr(smx._dtypes, "_ml_dtypes_bfloat16", lambda: None)
+    x = random_array(rng, (2, 3), "float32")
+    with pytest.raises(TypeError, match="ml_dtypes"):
+        smx.softmax(x, dtype="bfloat16")
+
+
+def test_plan_names_the_cpu_backend_and_primes_the_cache(rng):
+    x = random_array(rng, (16, 64), "float32")
+    smx._cache_clear()
+    text = smx.plan(x, -1, log=True)
+    assert text.startswith("cpu")
+    smx.log_softmax(x, -1)
+    info = smx._cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+
+
+def test_version_and_library_path():
+    number = smx._lib.lib.smxGetVersion()
+    assert smx.version() == f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+    import os
+    assert os.path.isfile(smx.library_path())
+
+
+def test_log_callback_receives_the_plan_at_debug_level(rng):
+    messages = []
+    smx.set_log_callback(lambda level, message: messages.append((level, message)))
+    try:
+        smx.set_log_level("debug")
+        smx._cache_clear()
+        smx.softmax(random_array(rng, (3, 11), "float32"))
+    finally:
+        smx.set_log_level("off")
+        smx.set_log_callback(None)
+    assert any("plan" in message and level == 1 for level, message in messages), messages
