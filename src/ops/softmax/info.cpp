@@ -214,12 +214,13 @@ smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const
         return fail(SMX_STATUS_BAD_PARAM_ALIGNMENT, "y pointer {} is not aligned to its element size ({} bytes, {})",
                     static_cast<const void*>(y), y_size, dtype_name(info.y_dtype));
     }
-    // Byte ranges [first, last] each tensor touches; computed in signed 128-bit-safe steps because
-    // min_offset may be negative (negative strides).
-    const auto x_first = static_cast<__int128>(x_address) + static_cast<__int128>(info.x.min_offset) * x_size;
-    const auto x_last = static_cast<__int128>(x_address) + static_cast<__int128>(info.x.max_offset + 1) * x_size - 1;
-    const auto y_first = static_cast<__int128>(y_address) + static_cast<__int128>(info.y.min_offset) * y_size;
-    const auto y_last = static_cast<__int128>(y_address) + static_cast<__int128>(info.y.max_offset + 1) * y_size - 1;
+    // Byte ranges [first, last] each tensor touches, in 128-bit arithmetic: a 64-bit address plus a
+    // negative offset (negative strides) could otherwise wrap.
+    __extension__ typedef __int128 wide;
+    const auto x_first = static_cast<wide>(x_address) + static_cast<wide>(info.x.min_offset) * x_size;
+    const auto x_last = static_cast<wide>(x_address) + static_cast<wide>(info.x.max_offset + 1) * x_size - 1;
+    const auto y_first = static_cast<wide>(y_address) + static_cast<wide>(info.y.min_offset) * y_size;
+    const auto y_last = static_cast<wide>(y_address) + static_cast<wide>(info.y.max_offset + 1) * y_size - 1;
     const bool ranges_meet = x_first <= y_last && y_first <= x_last;
     if (ranges_meet && !(x == y && info.same_layout)) {
         return fail(SMX_STATUS_BAD_PARAM_OVERLAP,
