@@ -74,7 +74,8 @@ typedef struct smxTensorDescriptor* smxTensorDescriptor_t;
  *  be negative or zero (zero broadcasts an input); strides NULL means row-major (C-contiguous).
  *  The descriptor copies shape and strides: the caller may free its arrays right after the call.
  *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc or shape NULL), _DTYPE, _NDIM, _SHAPE (a negative
- *  dim, or an element count that overflows int64), _STRIDES (the span of the strides overflows int64). */
+ *  dim, sizes whose product (ignoring zeros) overflows int64, or with NULL strides a byte size that
+ *  overflows int64), _STRIDES (the span of the strides, in elements or in bytes, overflows int64). */
 SMX_API smxStatus_t smxCreateTensorDescriptor(smxTensorDescriptor_t* desc, smxDataType_t dtype, int ndim,
                                               const int64_t* shape, const int64_t* strides);
 
@@ -116,7 +117,8 @@ SMX_API smxStatus_t smxCreateSoftmaxDescriptor(smxHandle_t handle, smxSoftmaxDes
  *  and 256-byte alignment. */
 SMX_API smxStatus_t smxGetSoftmaxWorkspaceSize(smxSoftmaxDescriptor_t desc, size_t* workspaceBytes);
 
-/** The chosen plan as text, e.g. "cuda warp rows_per_warp=2 lanes=8 pack=4" or "cpu rows threads=16".
+/** The chosen plan as text, e.g. "cuda warp rows_per_warp=2 lanes=8 pack=4" or
+ *  "cpu reference layout=rows threads=16".
  *  The string belongs to the descriptor and lives until it is destroyed. */
 SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** plan);
 

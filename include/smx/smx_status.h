@@ -21,7 +21,7 @@ typedef enum smxStatus_t {
     SMX_STATUS_BAD_PARAM_NULL_POINTER = 2001, /**< a required pointer is NULL */
     SMX_STATUS_BAD_PARAM_DTYPE = 2002,        /**< not an smxDataType_t value */
     SMX_STATUS_BAD_PARAM_NDIM = 2003,         /**< ndim outside 1..SMX_MAX_DIMS */
-    SMX_STATUS_BAD_PARAM_SHAPE = 2004,        /**< a negative dim, or y's shape differs from x's */
+    SMX_STATUS_BAD_PARAM_SHAPE = 2004,        /**< a negative dim, a too-large shape, or y's shape != x's */
     SMX_STATUS_BAD_PARAM_STRIDES = 2005,      /**< the strides' extent overflows int64 */
     SMX_STATUS_BAD_PARAM_AXIS = 2006,         /**< axis outside [-ndim, ndim) */
     SMX_STATUS_BAD_PARAM_OVERLAP = 2007,      /**< y overlaps itself, or partially overlaps x */
@@ -45,7 +45,8 @@ typedef enum smxStatus_t {
 #define SMX_STATUS_CATEGORY(status) ((int)(status) / 1000 * 1000)
 
 /** A short, static, human-readable name for a status ("SMX_STATUS_BAD_PARAM_AXIS: axis out of range").
- *  Unknown codes give "SMX_STATUS_UNKNOWN". Never returns NULL; the string must not be freed. */
+ *  Unknown codes give a string starting "SMX_STATUS_UNKNOWN". Never returns NULL; the string must not be
+ *  freed. */
 SMX_API const char* smxGetStatusString(smxStatus_t status);
 
 /** The detail of the last failure on the calling thread ("axis 3 out of range for a 2-d tensor").

@@ -31,16 +31,28 @@ smxStatus_t validate_and_fill(smxTensorDescriptor* out, smxDataType_t dtype, int
         return fail(SMX_STATUS_BAD_PARAM_NDIM, "ndim {} out of range: a tensor has 1 to {} dimensions", ndim,
                     SMX_MAX_DIMS);
     }
-    std::int64_t numel = 1;
+    // The product of the non-zero sizes must fit int64 even when a zero size makes the tensor empty: it
+    // bounds the row-major strides, and the answer must not depend on where the zero sits.
+    std::int64_t nonzero_product = 1;
+    bool empty = false;
     for (int i = 0; i < ndim; ++i) {
         if (shape[i] < 0) {
             return fail(SMX_STATUS_BAD_PARAM_SHAPE, "shape {} has a negative size {} in dim {}",
                         format_dims(shape, ndim), shape[i], i);
         }
-        if (__builtin_mul_overflow(numel, shape[i], &numel)) {
-            return fail(SMX_STATUS_BAD_PARAM_SHAPE, "shape {} has more elements than int64 can count",
+        if (shape[i] == 0) {
+            empty = true;
+        } else if (__builtin_mul_overflow(nonzero_product, shape[i], &nonzero_product)) {
+            return fail(SMX_STATUS_BAD_PARAM_SHAPE, "shape {} is too large: the product of its sizes overflows int64",
                         format_dims(shape, ndim));
         }
+    }
+    const std::int64_t numel = empty ? 0 : nonzero_product;
+    const std::int64_t element_bytes = static_cast<std::int64_t>(dtype_size(dtype));
+    std::int64_t span_bytes;
+    if (strides == nullptr && __builtin_mul_overflow(numel, element_bytes, &span_bytes)) {
+        return fail(SMX_STATUS_BAD_PARAM_SHAPE, "shape {} of {} holds more bytes than int64 can address",
+                    format_dims(shape, ndim), dtype_name(dtype));
     }
     out->dtype = dtype;
     out->ndim = ndim;
@@ -51,7 +63,7 @@ smxStatus_t validate_and_fill(smxTensorDescriptor* out, smxDataType_t dtype, int
         std::int64_t running = 1;
         for (int i = ndim - 1; i >= 0; --i) {
             out->strides[i] = running;
-            if (shape[i] > 1) running *= shape[i];  // cannot overflow: bounded by numel
+            if (shape[i] > 1) running *= shape[i];  // cannot overflow: bounded by nonzero_product
         }
         return SMX_STATUS_SUCCESS;
     }
@@ -71,8 +83,7 @@ smxStatus_t validate_and_fill(smxTensorDescriptor* out, smxDataType_t dtype, int
                         format_dims(strides, ndim), format_dims(shape, ndim));
         }
     }
-    std::int64_t span_bytes;
-    if (numel > 0 && __builtin_mul_overflow(span + 1, static_cast<std::int64_t>(dtype_size(dtype)), &span_bytes)) {
+    if (numel > 0 && __builtin_mul_overflow(span + 1, element_bytes, &span_bytes)) {
         return fail(SMX_STATUS_BAD_PARAM_STRIDES, "strides {} with shape {} span more bytes than int64 can address",
                     format_dims(strides, ndim), format_dims(shape, ndim));
     }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -51,12 +52,19 @@ public:
         std::vector<std::thread> workers;
         workers.reserve(threads_ - 1);
         const std::int64_t chunk = (info_.rows + threads_ - 1) / threads_;
-        for (int t = 1; t < threads_; ++t) {
-            const std::int64_t begin = std::min(info_.rows, t * chunk);
-            const std::int64_t end = std::min(info_.rows, begin + chunk);
-            if (begin < end) workers.emplace_back(rows_fn, std::cref(info_), begin, end, y, x);
+        std::int64_t handed_out = std::min(info_.rows, chunk);  // rows [0, handed_out) have an owner
+        try {
+            for (int t = 1; t < threads_ && handed_out < info_.rows; ++t) {
+                const std::int64_t end = std::min(info_.rows, handed_out + chunk);
+                workers.emplace_back(rows_fn, std::cref(info_), handed_out, end, y, x);
+                handed_out = end;
+            }
+        } catch (const std::system_error&) {
+            // The system refused a thread: the started ones must still be joined (else std::terminate),
+            // and this thread computes the rows nobody took.
         }
         rows_fn(info_, 0, std::min(info_.rows, chunk), y, x);
+        if (handed_out < info_.rows) rows_fn(info_, handed_out, info_.rows, y, x);
         for (std::thread& worker : workers) worker.join();
         return SMX_STATUS_SUCCESS;
     }

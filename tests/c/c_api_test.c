@@ -1,0 +1,116 @@
+/* c_api_test.c - the C API used from C99: a CPU handle, descriptors, softmax and log-softmax of a small
+ * tensor checked against a plain double computation, one refusal with its message, and clean teardown.
+ * Exits 0 when every check passes, 1 otherwise (CTest: smx_c_api). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "smx/smx.h"
+
+#define ROWS 3
+#define ROW_LEN 7
+
+static int g_failures = 0;
+
+/* Records a failed check with its line, and keeps going so one run reports every failure. */
+#define CHECK(condition)                                                      \
+    do {                                                                      \
+        if (!(condition)) {                                                   \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition); \
+            ++g_failures;                                                     \
+        }                                                                     \
+    } while (0)
+
+/* Stops the test when a call that everything else depends on fails. */
+#define REQUIRE_OK(call)                                                                              \
+    do {                                                                                              \
+        smxStatus_t status_ = (call);                                                                 \
+        if (status_ != SMX_STATUS_SUCCESS) {                                                          \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,                 \
+                    smxGetStatusString(status_), smxGetLastErrorMessage());                          \
+            exit(1);                                                                                  \
+        }                                                                                             \
+    } while (0)
+
+/* Softmax (or log-softmax) of each row of x, in double, the simplest way: the reference for this test. */
+static void reference(const float* x, double* out, int log_mode) {
+    int r, j;
+    for (r = 0; r < ROWS; ++r) {
+        const float* row = x + r * ROW_LEN;
+        double max = row[0], sum = 0.0;
+        for (j = 1; j < ROW_LEN; ++j) max = row[j] > max ? row[j] : max;
+        for (j = 0; j < ROW_LEN; ++j) sum += exp(row[j] - max);
+        for (j = 0; j < ROW_LEN; ++j) {
+            out[r * ROW_LEN + j] = log_mode ? (row[j] - max) - log(sum) : exp(row[j] - max) / sum;
+        }
+    }
+}
+
+/* Runs one mode on a poisoned y and compares it with the reference within float32's tolerance. */
+static void check_mode(smxHandle_t handle, smxTensorDescriptor_t desc, const float* x, smxSoftmaxMode_t mode) {
+    smxSoftmaxDescriptor_t softmax = NULL;
+    size_t workspace_bytes = 1;
+    const char* plan = NULL;
+    float y[ROWS * ROW_LEN];
+    double expected[ROWS * ROW_LEN];
+    int i;
+    const int log_mode = mode == SMX_LOG_SOFTMAX;
+
+    REQUIRE_OK(smxCreateSoftmaxDescriptor(handle, &softmax, mode, -1, desc, desc));
+    REQUIRE_OK(smxGetSoftmaxWorkspaceSize(softmax, &workspace_bytes));
+    CHECK(workspace_bytes == 0);
+    REQUIRE_OK(smxGetSoftmaxPlan(softmax, &plan));
+    CHECK(plan != NULL && strlen(plan) > 0);
+
+    memset(y, 0xFF, sizeof y); /* NaN in every element: an unwritten one shows */
+    REQUIRE_OK(smxSoftmaxForward(softmax, NULL, 0, y, x, NULL));
+    reference(x, expected, log_mode);
+    for (i = 0; i < ROWS * ROW_LEN; ++i) {
+        const double allowed = 1e-5 * (fabs(expected[i]) + (log_mode ? 1.0 : 0.0)) + 1e-30;
+        if (!(fabs(y[i] - expected[i]) <= allowed)) {
+            fprintf(stderr, "%s element %d: got %.9g, expected %.9g\n", log_mode ? "log_softmax" : "softmax", i,
+                    (double)y[i], expected[i]);
+            ++g_failures;
+        }
+    }
+    CHECK(smxDestroySoftmaxDescriptor(softmax) == SMX_STATUS_SUCCESS);
+}
+
+int main(void) {
+    smxHandle_t handle = NULL;
+    smxTensorDescriptor_t desc = NULL;
+    smxSoftmaxDescriptor_t refused = NULL;
+    const int64_t shape[2] = {ROWS, ROW_LEN};
+    float x[ROWS * ROW_LEN];
+    int i;
+
+    /* Fresh values each run, never zero, spread over a few units so the rows are far from uniform. */
+    srand((unsigned)time(NULL));
+    for (i = 0; i < ROWS * ROW_LEN; ++i) x[i] = (float)((rand() % 2001 - 1000) / 100.0 + 0.005);
+
+    CHECK(smxGetVersion() == SMX_VERSION);
+    REQUIRE_OK(smxCreate(&handle, SMX_DEVICE_CPU, 0));
+    REQUIRE_OK(smxCreateTensorDescriptor(&desc, SMX_DTYPE_F32, 2, shape, NULL));
+
+    check_mode(handle, desc, x, SMX_SOFTMAX);
+    check_mode(handle, desc, x, SMX_LOG_SOFTMAX);
+
+    /* One refusal: axis 2 of a 2-d tensor, with its status, its category and a message naming the axis. */
+    CHECK(smxCreateSoftmaxDescriptor(handle, &refused, SMX_SOFTMAX, 2, desc, desc) == SMX_STATUS_BAD_PARAM_AXIS);
+    CHECK(refused == NULL);
+    CHECK(SMX_STATUS_CATEGORY(SMX_STATUS_BAD_PARAM_AXIS) == SMX_STATUS_BAD_PARAM);
+    CHECK(strstr(smxGetLastErrorMessage(), "axis 2 out of range for a 2-d tensor") != NULL);
+    CHECK(strncmp(smxGetStatusString(SMX_STATUS_BAD_PARAM_AXIS), "SMX_STATUS_BAD_PARAM_AXIS", 25) == 0);
+
+    CHECK(smxDestroyTensorDescriptor(desc) == SMX_STATUS_SUCCESS);
+    CHECK(smxDestroy(handle) == SMX_STATUS_SUCCESS);
+
+    if (g_failures > 0) {
+        fprintf(stderr, "smx C API test: %d check(s) failed\n", g_failures);
+        return 1;
+    }
+    printf("smx C API test: all checks passed\n");
+    return 0;
+}
