@@ -47,7 +47,7 @@ void check_rows_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_
 TEST_CASE("cuda rows: row lengths around dispatch boundaries match the reference and use several kernels",
           "[cuda]") {
     CudaHandle handle;
-    const std::int64_t many_rows_budget = std::int64_t{1} << 21;  // elements per "many rows" case
+    const std::int64_t many_rows_budget = std::int64_t{1} << 20;  // elements per "many rows" case
     const std::int64_t busy_rows = 2 * multiprocessor_count();  // long rows with every SM busy
     std::set<std::string> plans;
     for (std::int64_t row_len : kBoundaryRowLengths) {
