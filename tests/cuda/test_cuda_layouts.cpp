@@ -1,0 +1,203 @@
+// [cuda] layouts: every axis of 2-d to 5-d tensors, transposed and padded inputs, x and y with different
+// non-contiguous layouts, negative strides, in-place, and pointers one element off alignment.
+#if SMX_TEST_WITH_CUDA
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "cuda_helpers.hpp"
+
+using namespace smx_test;
+
+namespace {
+
+// How to lay a shape out in memory: dims in `order` from innermost to outermost, `padding` spare
+// elements after each dim's extent, and dims whose stride is `negated`.
+struct LayoutRecipe {
+    std::vector<int> order;
+    std::vector<std::int64_t> padding;
+    std::vector<bool> negated;
+};
+
+std::vector<std::int64_t> strides_for(const std::vector<std::int64_t>& shape, const LayoutRecipe& recipe) {
+    std::vector<std::int64_t> strides(shape.size());
+    std::int64_t running = 1;
+    for (int dim : recipe.order) {
+        strides[dim] = recipe.negated[dim] ? -running : running;
+        running = running * std::max<std::int64_t>(shape[dim], 1) + recipe.padding[dim];
+    }
+    return strides;
+}
+
+LayoutRecipe row_major_recipe(int ndim) {
+    LayoutRecipe recipe;
+    for (int d = ndim - 1; d >= 0; --d) recipe.order.push_back(d);
+    recipe.padding.assign(ndim, 0);
+    recipe.negated.assign(ndim, false);
+    return recipe;
+}
+
+// A random layout: dims permuted, some padded, some reversed.
+LayoutRecipe random_recipe(int ndim, std::mt19937_64& rng) {
+    LayoutRecipe recipe = row_major_recipe(ndim);
+    std::shuffle(recipe.order.begin(), recipe.order.end(), rng);
+    std::uniform_int_distribution<int> percent(0, 99);
+    for (int d = 0; d < ndim; ++d) {
+        recipe.padding[d] = percent(rng) < 30 ? 1 + percent(rng) % 5 : 0;
+        recipe.negated[d] = percent(rng) < 20;
+    }
+    return recipe;
+}
+
+std::vector<std::int64_t> random_shape(int ndim, std::mt19937_64& rng) {
+    std::uniform_int_distribution<int> percent(0, 99);
+    std::uniform_int_distribution<std::int64_t> size(2, 9);
+    std::vector<std::int64_t> shape(ndim);
+    for (std::int64_t& dim : shape) dim = percent(rng) < 20 ? 1 : size(rng);
+    return shape;
+}
+
+void check_case(smxHandle_t handle, HostTensor& y, HostTensor& x, int axis, bool log_mode) {
+    fill_random(x, test_rng());
+    std::string plan;
+    const std::string mismatch = check_on_device(handle, y, x, axis, log_mode, &plan);
+    INFO(describe_case(y, x, axis, log_mode) << " | plan: " << plan);
+    CHECK(mismatch == "");
+}
+
+}  // namespace
+
+TEST_CASE("cuda layouts: every axis of random 2-d to 5-d tensors with x and y in different layouts", "[cuda]") {
+    CudaHandle handle;
+    std::mt19937_64& rng = test_rng();
+    const smxDataType_t dtypes[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32};
+    std::uniform_int_distribution<int> pick_dtype(0, 2), coin(0, 1);
+    for (int ndim = 2; ndim <= 5; ++ndim) {
+        for (int trial = 0; trial < 12; ++trial) {
+            const std::vector<std::int64_t> shape = random_shape(ndim, rng);
+            for (int axis = 0; axis < ndim; ++axis) {
+                // The axis also goes through its negative spelling half the time.
+                const int axis_argument = coin(rng) ? axis : axis - ndim;
+                const bool log_mode = coin(rng) == 1;
+                const bool f64 = trial % 6 == 5;
+                const smxDataType_t x_dtype = f64 ? SMX_DTYPE_F64 : dtypes[pick_dtype(rng)];
+                const smxDataType_t y_dtype = f64 ? SMX_DTYPE_F64 : dtypes[pick_dtype(rng)];
+                HostTensor x = make_tensor(x_dtype, shape, strides_for(shape, random_recipe(ndim, rng)), coin(rng));
+                HostTensor y = make_tensor(y_dtype, shape, strides_for(shape, random_recipe(ndim, rng)), coin(rng));
+                check_case(handle.get(), y, x, axis_argument, log_mode);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda layouts: transposed, padded, negative-stride and offset operands", "[cuda]") {
+    CudaHandle handle;
+    for (bool log_mode : {false, true}) {
+        for (std::int64_t row_len : {std::int64_t{5}, std::int64_t{100}, std::int64_t{3000}, std::int64_t{40000}}) {
+            const std::int64_t rows = 7;
+            const std::vector<std::int64_t> shape = {rows, row_len};
+            {  // transposed x (axis strided, rows contiguous), row-major y
+                HostTensor x = make_tensor(SMX_DTYPE_F32, shape, {1, rows});
+                HostTensor y = make_tensor(SMX_DTYPE_F32, shape);
+                check_case(handle.get(), y, x, 1, log_mode);
+            }
+            {  // padded rows: row stride > row length, differently padded x and y
+                HostTensor x = make_tensor(SMX_DTYPE_F16, shape, {row_len + 3, 1});
+                HostTensor y = make_tensor(SMX_DTYPE_F32, shape, {row_len + 8, 1});
+                check_case(handle.get(), y, x, 1, log_mode);
+            }
+            {  // x and y both non-contiguous with different layouts
+                HostTensor x = make_tensor(SMX_DTYPE_F32, shape, {2, 2 * rows + 1});  // strided axis
+                HostTensor y = make_tensor(SMX_DTYPE_BF16, shape, {2 * row_len, 2});  // every other element
+                check_case(handle.get(), y, x, 1, log_mode);
+            }
+            {  // negative strides along the axis and across rows
+                HostTensor x = make_tensor(SMX_DTYPE_F32, shape, {-row_len, -1});
+                HostTensor y = make_tensor(SMX_DTYPE_F32, shape, {row_len, -1});
+                check_case(handle.get(), y, x, 1, log_mode);
+            }
+            {  // x and y one element past an aligned address
+                for (smxDataType_t dtype : {SMX_DTYPE_F16, SMX_DTYPE_F32, SMX_DTYPE_F64}) {
+                    for (std::int64_t x_front : {0, 1}) {
+                        for (std::int64_t y_front : {0, 1}) {
+                            HostTensor x = make_tensor(dtype, shape, {}, x_front);
+                            HostTensor y = make_tensor(dtype, shape, {}, y_front);
+                            check_case(handle.get(), y, x, 1, log_mode);
+                        }
+                    }
+                }
+            }
+            {  // axis 0 of the same data: the spatial layout, aligned and offset
+                for (std::int64_t front : {0, 1}) {
+                    HostTensor x = make_tensor(SMX_DTYPE_F16, {row_len, rows}, {}, front);
+                    HostTensor y = make_tensor(SMX_DTYPE_F16, {row_len, rows}, {}, 1 - front);
+                    check_case(handle.get(), y, x, 0, log_mode);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda layouts: in-place on contiguous, strided and negative-stride tensors", "[cuda][sanitize]") {
+    CudaHandle handle;
+    struct Case {
+        smxDataType_t dtype;
+        std::vector<std::int64_t> shape;
+        std::vector<std::int64_t> strides;  // empty: row-major
+        int axis;
+    };
+    const Case cases[] = {
+        {SMX_DTYPE_F32, {100, 33}, {}, 1},           {SMX_DTYPE_F16, {9, 5000}, {}, -1},
+        {SMX_DTYPE_BF16, {3, 70000}, {}, 1},         {SMX_DTYPE_F32, {6, 40, 17}, {}, 1},
+        {SMX_DTYPE_F32, {40, 30}, {1, 41}, 1},       {SMX_DTYPE_F64, {12, 300}, {-300, 1}, 1},
+        {SMX_DTYPE_F16, {4, 3, 5, 6}, {}, 2},        {SMX_DTYPE_F32, {8, 129}, {130, -1}, 0},
+    };
+    for (const Case& c : cases) {
+        for (bool log_mode : {false, true}) {
+            HostTensor data = make_tensor(c.dtype, c.shape, c.strides, 1);
+            fill_random(data, test_rng());
+            std::string plan;
+            INFO("in-place " << describe_case(data, data, c.axis, log_mode));
+            const std::string mismatch = check_in_place_on_device(handle.get(), data, c.axis, log_mode, &plan);
+            INFO("plan: " << plan);
+            CHECK(mismatch == "");
+        }
+    }
+}
+
+TEST_CASE("cuda layouts: a small subset of strided layouts", "[cuda][sanitize]") {
+    CudaHandle handle;
+    for (bool log_mode : {false, true}) {
+        HostTensor transposed_x = make_tensor(SMX_DTYPE_F32, {9, 300}, {1, 9}, 1);
+        HostTensor padded_y = make_tensor(SMX_DTYPE_F16, {9, 300}, {305, 1});
+        check_case(handle.get(), padded_y, transposed_x, 1, log_mode);
+
+        HostTensor spatial_x = make_tensor(SMX_DTYPE_BF16, {4, 77, 33});
+        HostTensor spatial_y = make_tensor(SMX_DTYPE_F32, {4, 77, 33}, {}, 1);
+        check_case(handle.get(), spatial_y, spatial_x, 1, log_mode);
+
+        const std::vector<std::int64_t> shape = {3, 4, 5, 6};
+        HostTensor general_x = make_tensor(SMX_DTYPE_F32, shape, {-1, 3 * 5 * 6 + 7, 3, 15});
+        HostTensor general_y = make_tensor(SMX_DTYPE_F32, shape, {6, 18, 72, -1});
+        check_case(handle.get(), general_y, general_x, 2, log_mode);
+    }
+}
+
+TEST_CASE("cuda layouts: zero-size tensors succeed and write nothing", "[cuda]") {
+    CudaHandle handle;
+    for (const std::vector<std::int64_t>& shape : {std::vector<std::int64_t>{0, 5}, std::vector<std::int64_t>{4, 0},
+                                                   std::vector<std::int64_t>{3, 0, 2}}) {
+        TensorDesc x_desc(SMX_DTYPE_F32, shape, {}), y_desc(SMX_DTYPE_F32, shape, {});
+        SoftmaxDesc desc(handle.get(), SMX_SOFTMAX, -1, y_desc.desc, x_desc.desc);
+        REQUIRE(desc.status == SMX_STATUS_SUCCESS);
+        std::size_t workspace_bytes = 1;
+        SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(desc.desc, &workspace_bytes));
+        CHECK(workspace_bytes == 0);
+        // NULL data is fine: there is nothing to read or write.
+        SMX_REQUIRE_OK(smxSoftmaxForward(desc.desc, nullptr, 0, nullptr, nullptr, nullptr));
+        SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
+    }
+}
+
+#endif  // SMX_TEST_WITH_CUDA

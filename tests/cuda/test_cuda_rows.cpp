@@ -1,0 +1,201 @@
+// [cuda] contiguous rows: every plan class through row lengths around dispatch boundaries, every dtype
+// pair, long rows summing to 1, and bitwise determinism.
+#if SMX_TEST_WITH_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "cuda_helpers.hpp"
+
+using namespace smx_test;
+
+namespace {
+
+// Row lengths at and around the sizes where a dispatcher is likely to switch kernel, pack width or
+// threads per row: powers of two, warp and block multiples, shared-memory limits, vocabulary sizes.
+const std::vector<std::int64_t> kBoundaryRowLengths = {
+    1,    2,    3,    7,    8,    31,   32,    33,    63,    64,    65,    127,   128,    129,
+    255,  256,  257,  511,  512,  513,  1023,  1024,  1025,  2047,  2048,  2049,  4095,   4096,
+    4097, 8191, 8193, 16383, 16385, 32000, 32769, 50257, 65537, 100003, 131073, 262145};
+
+int multiprocessor_count() {
+    int device = 0, count = 0;
+    SMX_REQUIRE_CUDA(cudaGetDevice(&device));
+    SMX_REQUIRE_CUDA(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+}
+
+// Runs one (rows, n) case, checks it, and records its plan text.
+void check_rows_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                     std::int64_t row_len, bool log_mode, std::set<std::string>* plans) {
+    HostTensor x = make_tensor(x_dtype, {rows, row_len});
+    HostTensor y = make_tensor(y_dtype, {rows, row_len});
+    fill_random(x, test_rng());
+    std::string plan;
+    const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
+    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+    CHECK(mismatch == "");
+    CHECK(kernel_kind(plan) != "");
+    if (plans != nullptr) plans->insert(plan);
+}
+
+}  // namespace
+
+TEST_CASE("cuda rows: row lengths around dispatch boundaries match the reference and use several kernels",
+          "[cuda]") {
+    CudaHandle handle;
+    const std::int64_t many_rows_budget = std::int64_t{1} << 20;  // elements per "many rows" case
+    const std::int64_t busy_rows = 2 * multiprocessor_count();  // long rows with every SM busy
+    std::set<std::string> plans;
+    for (std::int64_t row_len : kBoundaryRowLengths) {
+        // Few rows (the decode shape, where long rows may be split across blocks) in both modes and two
+        // element sizes (pack widths differ), then many rows.
+        for (bool log_mode : {false, true}) {
+            check_rows_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 3, row_len, log_mode, &plans);
+            check_rows_case(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, row_len, log_mode, &plans);
+        }
+        const std::int64_t many_rows = std::max<std::int64_t>(2, many_rows_budget / row_len);
+        check_rows_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, many_rows, row_len, false, &plans);
+        check_rows_case(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, many_rows + 1, row_len, true, &plans);
+    }
+    // Long rows, many of them: the block-per-row regime rather than the split-row one.
+    for (std::int64_t row_len : {std::int64_t{8193}, std::int64_t{32769}, std::int64_t{50257}}) {
+        check_rows_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, busy_rows, row_len, false, &plans);
+    }
+
+    std::set<std::string> kinds;
+    std::string seen;
+    for (const std::string& plan : plans) {
+        kinds.insert(kernel_kind(plan));
+        seen += "\n  " + plan;
+    }
+    INFO("distinct plans seen:" << seen);
+    WARN(plans.size() << " distinct plans, " << kinds.size() << " kernel kinds among contiguous rows:" << seen);
+    REQUIRE(kinds.size() >= 4);
+}
+
+TEST_CASE("cuda rows: every dtype pair in both modes matches the reference", "[cuda]") {
+    CudaHandle handle;
+    struct Shape {
+        std::int64_t rows, row_len;
+    };
+    const Shape shapes[] = {{33, 7}, {37, 1000}, {3, 50000}, {2, 131073}};
+    const smxDataType_t float_types[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32};
+    for (const Shape& shape : shapes) {
+        for (bool log_mode : {false, true}) {
+            for (smxDataType_t x_dtype : float_types) {
+                for (smxDataType_t y_dtype : float_types) {
+                    check_rows_case(handle.get(), x_dtype, y_dtype, shape.rows, shape.row_len, log_mode, nullptr);
+                }
+            }
+            check_rows_case(handle.get(), SMX_DTYPE_F64, SMX_DTYPE_F64, shape.rows, shape.row_len, log_mode, nullptr);
+        }
+    }
+}
+
+TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", "[cuda][sanitize]") {
+    CudaHandle handle;
+    struct Case {
+        smxDataType_t x_dtype, y_dtype;
+        std::int64_t rows, row_len;
+    };
+    const Case cases[] = {
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 67, 1},      {SMX_DTYPE_F32, SMX_DTYPE_F32, 129, 7},
+        {SMX_DTYPE_F16, SMX_DTYPE_F32, 65, 33},     {SMX_DTYPE_F32, SMX_DTYPE_F32, 33, 1025},
+        {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 9, 4097},  {SMX_DTYPE_F32, SMX_DTYPE_F16, 5, 32769},
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 262145},  {SMX_DTYPE_F64, SMX_DTYPE_F64, 5, 3001},
+    };
+    for (const Case& c : cases) {
+        for (bool log_mode : {false, true}) {
+            check_rows_case(handle.get(), c.x_dtype, c.y_dtype, c.rows, c.row_len, log_mode, nullptr);
+        }
+    }
+}
+
+namespace {
+
+// Half the smallest subnormal step of a dtype: the absolute rounding error of an output that underflows.
+double half_subnormal_step(smxDataType_t dtype) {
+    switch (dtype) {
+        case SMX_DTYPE_F16: return 0x1p-25;
+        case SMX_DTYPE_BF16: return 0x1p-134;
+        case SMX_DTYPE_F32: return 0x1p-150;
+        case SMX_DTYPE_F64: return std::numeric_limits<double>::denorm_min();  // half of it underflows
+    }
+    return 0.0;
+}
+
+}  // namespace
+
+TEST_CASE("cuda rows: softmax rows of 100k+ elements sum to 1", "[cuda]") {
+    CudaHandle handle;
+    for (smxDataType_t y_dtype : {SMX_DTYPE_F32, SMX_DTYPE_F16, SMX_DTYPE_BF16}) {
+        for (std::int64_t row_len : {std::int64_t{100003}, std::int64_t{131073}, std::int64_t{1048583}}) {
+            const std::int64_t rows = 3;
+            HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, row_len});
+            HostTensor y = make_tensor(y_dtype, {rows, row_len});
+            fill_random(x, test_rng());
+            DeviceTensor x_device(x), y_device(y);
+            x_device.upload(x);
+            y_device.poison();
+            const DeviceRun run = run_on_device(handle.get(), y, y_device.data(), x, x_device.data(), 1, false);
+            INFO(describe_case(y, x, 1, false) << " | plan: " << run.plan << " | " << run.error);
+            REQUIRE(run.status == SMX_STATUS_SUCCESS);
+            y_device.download(y);
+            // Bound: each output is within rtol of its exact value (float32 compute, then one rounding to
+            // the output dtype), so their sum is within rtol * sum = rtol of 1; outputs in the subnormal
+            // range instead carry an absolute error up to half a subnormal step, independent from element
+            // to element, so together they drift like a random walk: 4 sigma of sqrt(n) such steps.
+            const double bound =
+                relative_tolerance(y_dtype) + 4.0 * std::sqrt(static_cast<double>(row_len)) * half_subnormal_step(y_dtype);
+            for (std::int64_t r = 0; r < rows; ++r) {
+                double sum = 0.0;
+                for (std::int64_t j = 0; j < row_len; ++j) sum += y.get(r * row_len + j);
+                INFO("row " << r << " sums to " << sum << " (bound " << bound << ")");
+                CHECK(std::fabs(sum - 1.0) <= bound);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda rows: the same input twice gives bitwise the same output", "[cuda]") {
+    CudaHandle handle;
+    struct Case {
+        smxDataType_t x_dtype, y_dtype;
+        std::vector<std::int64_t> shape;
+        int axis;
+    };
+    const Case cases[] = {
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, {4096, 32}, 1},    {SMX_DTYPE_F16, SMX_DTYPE_F32, {512, 1000}, 1},
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, {64, 8193}, 1},    {SMX_DTYPE_BF16, SMX_DTYPE_BF16, {8, 50257}, 1},
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, {2, 262145}, 1},   {SMX_DTYPE_F32, SMX_DTYPE_F32, {1, 1048583}, 1},
+        {SMX_DTYPE_F16, SMX_DTYPE_F16, {16, 300, 33}, 1}, {SMX_DTYPE_F64, SMX_DTYPE_F64, {16, 4097}, 1},
+    };
+    for (const Case& c : cases) {
+        for (bool log_mode : {false, true}) {
+            HostTensor x = make_tensor(c.x_dtype, c.shape);
+            HostTensor first = make_tensor(c.y_dtype, c.shape);
+            HostTensor second = make_tensor(c.y_dtype, c.shape);
+            fill_random(x, test_rng());
+            DeviceTensor x_device(x), y_device(first);
+            x_device.upload(x);
+            std::string plan;
+            for (HostTensor* y : {&first, &second}) {
+                y_device.poison();
+                const DeviceRun run = run_on_device(handle.get(), *y, y_device.data(), x, x_device.data(), c.axis, log_mode);
+                INFO(describe_case(*y, x, c.axis, log_mode) << " | " << run.error);
+                REQUIRE(run.status == SMX_STATUS_SUCCESS);
+                plan = run.plan;
+                y_device.download(*y);
+            }
+            INFO(describe_case(first, x, c.axis, log_mode) << " | plan: " << plan);
+            CHECK(compare_to_reference(first, reference_softmax(x, c.axis, log_mode), log_mode) == "");
+            CHECK(std::memcmp(first.storage.data(), second.storage.data(), first.storage.size()) == 0);
+        }
+    }
+}
+
+#endif  // SMX_TEST_WITH_CUDA
