@@ -11,7 +11,7 @@ namespace {
 constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop step
 
 template <class X, class Y>
-__global__ void __launch_bounds__(1024) general_softmax(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(256) general_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);

@@ -106,7 +106,7 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
 }
 
 template <class X, class Y>
-__global__ void __launch_bounds__(1024) block_online_softmax(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(512) block_online_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
@@ -127,7 +127,7 @@ __device__ __forceinline__ std::int64_t chunk_count(const SoftmaxKernelArgs& arg
 }
 
 template <class X>
-__global__ void __launch_bounds__(1024) split_row_stats(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(512) split_row_stats(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(1024) split_row_stats(const SoftmaxKernelArgs 
 }
 
 template <class X, class Y>
-__global__ void __launch_bounds__(1024) split_row_write(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(512) split_row_write(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);

@@ -146,10 +146,11 @@ __device__ __forceinline__ void add_chunk(Stats<C>& stats, const C* values) {
     for (int k = 1; k < N; ++k) chunk_max = max_nan(chunk_max, values[k]);
     const C max = max_nan(stats.max, chunk_max);
     if (max == neg_inf<C>()) return;  // everything so far is -inf: nothing to add
-    C sum = stats.sum * rescale(stats.max, max);
+    // The chunk is summed on its own first: far fewer additions into the long-running sum (accuracy).
+    C chunk_sum = 0;
 #pragma unroll
-    for (int k = 0; k < N; ++k) sum += exp_of(values[k] - max);  // +inf - +inf = NaN poisons, as it must
-    stats = {max, sum};
+    for (int k = 0; k < N; ++k) chunk_sum += exp_of(values[k] - max);  // +inf - +inf = NaN poisons, as it must
+    stats = {max, stats.sum * rescale(stats.max, max) + chunk_sum};
 }
 
 // The output for one shifted value v - max, given 1/sum or log(sum).
