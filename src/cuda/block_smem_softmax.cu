@@ -12,7 +12,8 @@ namespace {
 
 __device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const void* global_source) {
     const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_source) : "memory");
+    const std::size_t global_address = __cvta_generic_to_global(global_source);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
 }
 
 __device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
