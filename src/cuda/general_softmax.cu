@@ -1,0 +1,77 @@
+// general_softmax.cu - General layout (any strides): a group of threads_per_row threads (a warp, or the
+// whole block for long rows) per row. The row's start comes from its collapsed multi-index (a 64-bit
+// divmod chain over index_ndim <= 7 dims); elements sit axis_stride apart. Online (max, sum) in one pass,
+// then a second pass re-reads x and writes y. Traffic: x read twice, y written once; uncoalesced unless
+// the strides happen to be friendly: slower, but right for every layout.
+#include "cuda/softmax_common.cuh"
+
+namespace smx::cuda {
+namespace {
+
+constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop step
+
+template <class X, class Y>
+__global__ void __launch_bounds__(256) general_softmax(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    __shared__ Stats<C> scratch[32];
+    const X* x = static_cast<const X*>(args.x);
+    Y* y = static_cast<Y*>(args.y);
+    const int group_size = args.threads_per_row;  // 32, or blockDim.x
+    const bool whole_block = group_size == static_cast<int>(blockDim.x);
+    const int rows_per_block = blockDim.x / group_size;
+    const int group = threadIdx.x / group_size;
+    const int lane = threadIdx.x % group_size;
+    const bool log_mode = args.log_mode != 0;
+
+    // The loop bound is per block so every thread reaches every barrier and shuffle.
+    for (std::int64_t block_row = static_cast<std::int64_t>(blockIdx.x) * rows_per_block; block_row < args.rows;
+         block_row += static_cast<std::int64_t>(gridDim.x) * rows_per_block) {
+        const std::int64_t row = block_row + group;
+        const bool row_valid = row < args.rows;
+        std::int64_t x_offset = 0;
+        std::int64_t y_offset = 0;
+        std::int64_t rest = row_valid ? row : 0;
+        for (int d = args.index_ndim - 1; d >= 0; --d) {
+            const std::int64_t index = rest % args.index_shape[d];
+            rest /= args.index_shape[d];
+            x_offset += index * args.x_index_strides[d];
+            y_offset += index * args.y_index_strides[d];
+        }
+        const X* x_row = x + x_offset;
+        Y* y_row = y + y_offset;
+
+        Stats<C> stats = empty_stats<C>();
+        if (row_valid) {
+            for (std::int64_t j = lane; j < args.row_len; j += static_cast<std::int64_t>(group_size) * kGeneralUnroll) {
+                C values[kGeneralUnroll];
+#pragma unroll
+                for (int u = 0; u < kGeneralUnroll; ++u) {
+                    const std::int64_t position = j + static_cast<std::int64_t>(u) * group_size;
+                    values[u] = position < args.row_len ? to_compute(x_row[position * args.x_axis_stride]) : neg_inf<C>();
+                }
+                add_chunk<kGeneralUnroll>(stats, values);
+            }
+        }
+        stats = whole_block ? block_combine_stats(stats, scratch) : warp_combine_stats(stats);
+        if (!row_valid) continue;
+
+        const C inverse_sum = C(1) / stats.sum;
+        const C log_sum = log_of(stats.sum);
+        for (std::int64_t j = lane; j < args.row_len; j += group_size) {
+            const C value = to_compute(x_row[j * args.x_axis_stride]);
+            y_row[j * args.y_axis_stride] =
+                StoreAs<Y>::from(softmax_output(value - stats.max, inverse_sum, log_sum, log_mode));
+        }
+    }
+}
+
+}  // namespace
+
+const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+        return reinterpret_cast<const void*>(
+            &general_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+    });
+}
+
+}  // namespace smx::cuda

@@ -1,0 +1,98 @@
+// kernel_args.hpp - what the plan (plain C++) and the kernels (CUDA) share: the one argument struct every
+// softmax kernel takes, the warp kernel's shape table, and the getters that hand out kernel instances as
+// type-erased pointers for cudaLaunchKernel / cudaLaunchKernelExC. No CUDA types cross this header.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "smx/smx.h"
+
+namespace smx::cuda {
+
+// Every kernel takes this struct by value; each family reads the fields its comment names.
+struct SoftmaxKernelArgs {
+    const void* x = nullptr;
+    void* y = nullptr;
+    void* workspace = nullptr;        // split-row: per-chunk (max, sum) partials
+    std::int64_t rows = 0;
+    std::int64_t row_len = 0;
+    // Rows layout (warp, block-smem, block-online, split-row).
+    std::int64_t x_row_stride = 0;
+    std::int64_t y_row_stride = 0;
+    std::int64_t slice_len = 0;       // block-smem: elements per cluster CTA; split-row: elements per chunk
+    std::int64_t chunks = 0;          // split-row: chunks per row
+    // Spatial and General layouts.
+    std::int64_t x_axis_stride = 1;
+    std::int64_t y_axis_stride = 1;
+    std::int64_t inner = 1;           // spatial: contiguous columns per outer index
+    std::int64_t tiles_per_outer = 1; // spatial: ceil(inner / tile_width)
+    std::int64_t x_outer_stride = 0;
+    std::int64_t y_outer_stride = 0;
+    std::int64_t index_shape[SMX_MAX_DIMS] = {};    // general: collapsed row index space, outermost first
+    std::int64_t x_index_strides[SMX_MAX_DIMS] = {};
+    std::int64_t y_index_strides[SMX_MAX_DIMS] = {};
+    int index_ndim = 0;
+    int tile_width = 32;              // spatial: columns per tile, a power of two <= 32
+    int threads_per_row = 32;         // general: 32 (a warp per row) or blockDim.x (a block per row)
+    int log_mode = 0;                 // 1: log-softmax (a uniform runtime branch halves the instances)
+    int x_vector = 0;                 // warp kernel: x base and row stride allow 16-byte loads (set by run())
+    int y_vector = 0;                 // warp kernel: y base and row stride allow full-pack stores (set by run())
+};
+
+// Per-thread shape of the warp kernel: `lanes` threads share a row, each holding `cols_per_lane`
+// elements in registers, and each thread works on `rows_per_thread` rows at once.
+struct WarpShape {
+    int lanes;
+    int cols_per_lane;
+    int rows_per_thread;
+    constexpr int capacity() const { return lanes * cols_per_lane; }
+};
+
+constexpr int kWarpKernelThreads = 128;  // 4 warps: small blocks keep the persistent grid evenly spread
+constexpr int kWarpMaxRowLen = 1024;     // 32 lanes x 32 register-held elements per lane
+
+// The instantiated warp shapes per 16-byte pack size (elements per 16 bytes of x), sorted by capacity.
+// Narrow rows: one pack per lane and 1..32 lanes, 2 rows per thread for two loads in flight. Wide rows:
+// 32 lanes and several packs per lane (which already gives several loads in flight).
+template <int kPack>
+struct WarpShapeTable;
+template <>
+struct WarpShapeTable<8> {  // f16, bf16
+    static constexpr std::array<WarpShape, 9> shapes{{{1, 8, 2}, {2, 8, 2}, {4, 8, 2}, {8, 8, 2}, {16, 8, 2},
+                                                      {32, 8, 2}, {32, 16, 1}, {32, 24, 1}, {32, 32, 1}}};
+};
+template <>
+struct WarpShapeTable<4> {  // f32
+    static constexpr std::array<WarpShape, 10> shapes{{{1, 4, 2}, {2, 4, 2}, {4, 4, 2}, {8, 4, 2}, {16, 4, 2},
+                                                       {32, 4, 2}, {32, 8, 1}, {32, 16, 1}, {32, 24, 1},
+                                                       {32, 32, 1}}};
+};
+template <>
+struct WarpShapeTable<2> {  // f64
+    static constexpr std::array<WarpShape, 11> shapes{{{1, 2, 2}, {2, 2, 2}, {4, 2, 2}, {8, 2, 2}, {16, 2, 2},
+                                                       {32, 2, 2}, {32, 4, 1}, {32, 8, 1}, {32, 16, 1},
+                                                       {32, 24, 1}, {32, 32, 1}}};
+};
+
+// Index of the smallest shape whose capacity holds `row_len` (<= kWarpMaxRowLen) for an x element of
+// `x_size` bytes; the shape itself through *shape.
+int choose_warp_shape(std::int64_t row_len, std::size_t x_size, WarpShape* shape);
+
+// Kernel instances, or nullptr for a dtype pair that has none. Defined next to each kernel family.
+const void* warp_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index);
+const void* block_smem_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* spatial_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+
+// Per-warp-kernel-file getters, one per x dtype (each file compiles in parallel).
+const void* warp_softmax_kernel_f16(smxDataType_t y_dtype, int shape_index);
+const void* warp_softmax_kernel_bf16(smxDataType_t y_dtype, int shape_index);
+const void* warp_softmax_kernel_f32(smxDataType_t y_dtype, int shape_index);
+const void* warp_softmax_kernel_f64(smxDataType_t y_dtype, int shape_index);
+
+}  // namespace smx::cuda

@@ -1,0 +1,191 @@
+// online_softmax.cu - rows too long to cache in shared memory, Rows layout. Two kernel families built
+// from the same range helpers (online (max, sum) over x in one pass, then a second pass that re-reads x
+// and writes y; traffic: x read twice, y written once, the second read often served by L2):
+//   block-online  one CTA per row (grid-stride over rows), for many long rows;
+//   split-row     few very long rows: each row cut into fixed chunks (chunk length from row_len only),
+//                 one CTA per (chunk, row); kernel 1 writes each chunk's (max, sum) to the workspace,
+//                 kernel 2 folds the row's partials (same order in every CTA) and writes its chunk.
+#include "cuda/softmax_common.cuh"
+
+namespace smx::cuda {
+namespace {
+
+constexpr int kRangeUnroll = 4;  // 16-byte packs in flight per thread and loop step
+
+// Where the 16-byte-aligned body of x[0, count) starts and how many whole packs it has.
+template <class X>
+struct RangeSplit {
+    std::int64_t head;   // leading elements before the first 16-byte boundary
+    std::int64_t packs;  // whole packs after the head
+    std::int64_t tail;   // first element after the packs
+};
+
+template <class X>
+__device__ __forceinline__ RangeSplit<X> split_range(const X* x, std::int64_t count) {
+    constexpr int kPack = kPackOf<X>;
+    const std::int64_t shift = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(x) % 16 / sizeof(X));
+    const std::int64_t head = shift == 0 ? 0 : (count < kPack - shift ? count : kPack - shift);
+    const std::int64_t packs = (count - head) / kPack;
+    return {head, packs, head + packs * kPack};
+}
+
+// This thread's share of the statistics of x[0, count), threads striding; any alignment.
+template <class X, class C = ComputeType<X>>
+__device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, int tid, int threads) {
+    constexpr int kPack = kPackOf<X>;
+    const RangeSplit<X> split = split_range(x, count);
+    Stats<C> stats = empty_stats<C>();
+    if (tid < split.head) {
+        const C value = to_compute(x[tid]);
+        add_chunk<1>(stats, &value);
+    }
+    const X* body = x + split.head;
+    for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kRangeUnroll) {
+        C values[kRangeUnroll * kPack];
+#pragma unroll
+        for (int u = 0; u < kRangeUnroll; ++u) {
+            const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+            if (pack < split.packs) {
+                load_pack(body + pack * kPack, &values[u * kPack]);
+            } else {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) values[u * kPack + k] = neg_inf<C>();
+            }
+        }
+        add_chunk<kRangeUnroll * kPack>(stats, values);
+    }
+    for (std::int64_t k = split.tail + tid; k < count; k += threads) {
+        const C value = to_compute(x[k]);
+        add_chunk<1>(stats, &value);
+    }
+    return stats;
+}
+
+// Writes y[0, count) from x[0, count) and the row's statistics, threads striding; any alignment
+// (y's packs are stored whole when y is aligned like x, element-wise otherwise).
+template <class X, class Y, class C>
+__device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count, Stats<C> stats, bool log_mode,
+                                            int tid, int threads) {
+    constexpr int kPack = kPackOf<X>;
+    const RangeSplit<X> split = split_range(x, count);
+    const C inverse_sum = C(1) / stats.sum;
+    const C log_sum = log_of(stats.sum);
+    if (tid < split.head) {
+        y[tid] = StoreAs<Y>::from(softmax_output(to_compute(x[tid]) - stats.max, inverse_sum, log_sum, log_mode));
+    }
+    const X* x_body = x + split.head;
+    Y* y_body = y + split.head;
+    const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
+    for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kRangeUnroll) {
+        C values[kRangeUnroll][kPack];
+        // All loads first: x and y may alias (in place), so the compiler would not hoist them itself.
+#pragma unroll
+        for (int u = 0; u < kRangeUnroll; ++u) {
+            const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+            if (pack < split.packs) load_pack(x_body + pack * kPack, values[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kRangeUnroll; ++u) {
+            const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+            if (pack >= split.packs) continue;
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                values[u][k] = softmax_output(values[u][k] - stats.max, inverse_sum, log_sum, log_mode);
+            }
+            if (y_packs_aligned) {
+                store_pack<Y, kPack>(y_body + pack * kPack, values[u]);
+            } else {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(values[u][k]);
+            }
+        }
+    }
+    for (std::int64_t k = split.tail + tid; k < count; k += threads) {
+        y[k] = StoreAs<Y>::from(softmax_output(to_compute(x[k]) - stats.max, inverse_sum, log_sum, log_mode));
+    }
+}
+
+template <class X, class Y>
+__global__ void __launch_bounds__(512) block_online_softmax(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    __shared__ Stats<C> scratch[32];
+    const X* x = static_cast<const X*>(args.x);
+    Y* y = static_cast<Y*>(args.y);
+    for (std::int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
+        const X* x_row = x + row * args.x_row_stride;
+        Stats<C> stats = range_stats(x_row, args.row_len, threadIdx.x, blockDim.x);
+        stats = block_combine_stats(stats, scratch);
+        range_write(x_row, y + row * args.y_row_stride, args.row_len, stats, args.log_mode != 0, threadIdx.x,
+                    blockDim.x);
+    }
+}
+
+// Elements of chunk `chunk` of a row: [chunk * slice_len, min(row_len, (chunk + 1) * slice_len)).
+__device__ __forceinline__ std::int64_t chunk_count(const SoftmaxKernelArgs& args, std::int64_t chunk) {
+    const std::int64_t remaining = args.row_len - chunk * args.slice_len;
+    return remaining < args.slice_len ? remaining : args.slice_len;
+}
+
+template <class X>
+__global__ void __launch_bounds__(512) split_row_stats(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    __shared__ Stats<C> scratch[32];
+    const X* x = static_cast<const X*>(args.x);
+    Stats<C>* partials = static_cast<Stats<C>*>(args.workspace);
+    const std::int64_t chunk = blockIdx.x;
+    const std::int64_t count = chunk_count(args, chunk);
+    for (std::int64_t row = blockIdx.y; row < args.rows; row += gridDim.y) {
+        const X* x_chunk = x + row * args.x_row_stride + chunk * args.slice_len;
+        Stats<C> stats = range_stats(x_chunk, count, threadIdx.x, blockDim.x);
+        stats = block_combine_stats(stats, scratch);
+        if (threadIdx.x == 0) partials[row * args.chunks + chunk] = stats;
+    }
+}
+
+template <class X, class Y>
+__global__ void __launch_bounds__(512) split_row_write(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    __shared__ Stats<C> scratch[32];
+    const X* x = static_cast<const X*>(args.x);
+    Y* y = static_cast<Y*>(args.y);
+    const Stats<C>* partials = static_cast<const Stats<C>*>(args.workspace);
+    const std::int64_t chunk = blockIdx.x;
+    const std::int64_t count = chunk_count(args, chunk);
+    for (std::int64_t row = blockIdx.y; row < args.rows; row += gridDim.y) {
+        // Every CTA of the row folds the same partials in the same order: identical statistics everywhere.
+        Stats<C> stats = empty_stats<C>();
+        for (std::int64_t c = threadIdx.x; c < args.chunks; c += blockDim.x) {
+            stats = combine(stats, partials[row * args.chunks + c]);
+        }
+        stats = block_combine_stats(stats, scratch);
+        const std::int64_t offset = chunk * args.slice_len;
+        range_write(x + row * args.x_row_stride + offset, y + row * args.y_row_stride + offset, count, stats,
+                    args.log_mode != 0, threadIdx.x, blockDim.x);
+    }
+}
+
+
+}  // namespace
+
+const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+        return reinterpret_cast<const void*>(
+            &block_online_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+    });
+}
+
+const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    // The statistics do not depend on y: one instance per x dtype.
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto) -> const void* {
+        return reinterpret_cast<const void*>(&split_row_stats<typename decltype(x_tag)::type>);
+    });
+}
+
+const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+        return reinterpret_cast<const void*>(
+            &split_row_write<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+    });
+}
+
+}  // namespace smx::cuda

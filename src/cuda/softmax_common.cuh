@@ -1,0 +1,258 @@
+// softmax_common.cuh - device building blocks shared by every softmax kernel family: the load/store
+// conversions (any x dtype to the compute type, the compute type to any y dtype, round to nearest), the
+// special-value-exact max and online (max, sum) statistics, warp/block reductions, 16-byte packs, and the
+// dtype-pair visitor that hands out kernel instances.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernel_args.hpp"
+
+namespace smx::cuda {
+
+// ---- types ---------------------------------------------------------------------------------------
+
+// float for every 16/32-bit input, double for f64 (the only pair with f64 is f64 -> f64).
+template <class X>
+struct ComputeTypeOf {
+    using type = float;
+};
+template <>
+struct ComputeTypeOf<double> {
+    using type = double;
+};
+template <class X>
+using ComputeType = typename ComputeTypeOf<X>::type;
+
+// Elements of T in one 16-byte access.
+template <class T>
+constexpr int kPackOf = 16 / static_cast<int>(sizeof(T));
+
+// N elements of T accessed as one aligned unit (N * sizeof(T) <= 16).
+template <class T, int N>
+struct alignas(sizeof(T) * N) Packed {
+    T value[N];
+};
+
+// ---- conversions ---------------------------------------------------------------------------------
+
+__device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_compute(float v) { return v; }
+__device__ __forceinline__ double to_compute(double v) { return v; }
+
+template <class Y>
+struct StoreAs;
+template <>
+struct StoreAs<__half> {
+    static __device__ __forceinline__ __half from(float v) { return __float2half_rn(v); }
+};
+template <>
+struct StoreAs<__nv_bfloat16> {
+    static __device__ __forceinline__ __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
+};
+template <>
+struct StoreAs<float> {
+    static __device__ __forceinline__ float from(float v) { return v; }
+};
+template <>
+struct StoreAs<double> {
+    static __device__ __forceinline__ double from(double v) { return v; }
+};
+
+// Loads one 16-byte pack of x (16-byte aligned) into compute-type registers.
+template <class X, class C>
+__device__ __forceinline__ void load_pack(const X* source, C* values) {
+    constexpr int kPack = kPackOf<X>;
+    const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(source);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) values[k] = to_compute(pack.value[k]);
+}
+
+// Stores N outputs as aligned chunks of at most 16 bytes; `target` must be aligned to min(16, N*sizeof(Y)).
+template <class Y, int N, class C>
+__device__ __forceinline__ void store_pack(Y* target, const C* values) {
+    constexpr int kBytes = N * static_cast<int>(sizeof(Y));
+    constexpr int kChunk = (kBytes < 16 ? kBytes : 16) / static_cast<int>(sizeof(Y));
+#pragma unroll
+    for (int c = 0; c < N / kChunk; ++c) {
+        Packed<Y, kChunk> pack;
+#pragma unroll
+        for (int k = 0; k < kChunk; ++k) pack.value[k] = StoreAs<Y>::from(values[c * kChunk + k]);
+        *reinterpret_cast<Packed<Y, kChunk>*>(target + c * kChunk) = pack;
+    }
+}
+
+// Byte alignment a full-pack store of N elements of Y needs.
+template <class Y, int N>
+constexpr std::uintptr_t kStoreAlignment = N * sizeof(Y) < 16 ? N * sizeof(Y) : 16;
+
+// ---- math with the reference's special values ----------------------------------------------------
+
+__device__ __forceinline__ float negative_infinity(float) { return __int_as_float(0xff800000); }
+__device__ __forceinline__ double negative_infinity(double) { return __longlong_as_double(0xfff0000000000000ULL); }
+template <class C>
+__device__ __forceinline__ C neg_inf() {
+    return negative_infinity(C{});
+}
+
+// expf/logf class accuracy (no fast-math intrinsics): the f32 tolerance is 1e-5 relative.
+__device__ __forceinline__ float exp_of(float v) { return expf(v); }
+__device__ __forceinline__ double exp_of(double v) { return exp(v); }
+__device__ __forceinline__ float log_of(float v) { return logf(v); }
+__device__ __forceinline__ double log_of(double v) { return log(v); }
+
+// max that propagates NaN from either side (fmaxf drops it): a NaN anywhere poisons the row.
+template <class C>
+__device__ __forceinline__ C max_nan(C a, C b) {
+    return (a > b || a != a) ? a : b;
+}
+
+// Softmax statistics of a set of values: `max` and `sum` of exp(v - max). Empty or all -inf: (-inf, 0).
+// Invariant: when max is +inf or NaN, sum is NaN (the row's outputs are NaN, as in the reference).
+template <class C>
+struct Stats {
+    C max;
+    C sum;
+};
+
+template <class C>
+__device__ __forceinline__ Stats<C> empty_stats() {
+    return {neg_inf<C>(), C(0)};
+}
+
+// exp(old_max - new_max), exact 1 when equal so that two -inf maxima do not make NaN.
+template <class C>
+__device__ __forceinline__ C rescale(C old_max, C new_max) {
+    return old_max == new_max ? C(1) : exp_of(old_max - new_max);
+}
+
+template <class C>
+__device__ __forceinline__ Stats<C> combine(Stats<C> a, Stats<C> b) {
+    const C max = max_nan(a.max, b.max);
+    if (max == neg_inf<C>()) return {max, C(0)};
+    return {max, a.sum * rescale(a.max, max) + b.sum * rescale(b.max, max)};
+}
+
+// Adds N values (padding must be -inf) to running statistics with one rescale per chunk.
+template <int N, class C>
+__device__ __forceinline__ void add_chunk(Stats<C>& stats, const C* values) {
+    C chunk_max = values[0];
+#pragma unroll
+    for (int k = 1; k < N; ++k) chunk_max = max_nan(chunk_max, values[k]);
+    const C max = max_nan(stats.max, chunk_max);
+    if (max == neg_inf<C>()) return;  // everything so far is -inf: nothing to add
+    // The chunk is summed on its own first: far fewer additions into the long-running sum (accuracy).
+    C chunk_sum = 0;
+#pragma unroll
+    for (int k = 0; k < N; ++k) chunk_sum += exp_of(values[k] - max);  // +inf - +inf = NaN poisons, as it must
+    stats = {max, stats.sum * rescale(stats.max, max) + chunk_sum};
+}
+
+// The output for one shifted value v - max, given 1/sum or log(sum).
+template <class C>
+__device__ __forceinline__ C softmax_output(C shifted, C inverse_sum, C log_sum, bool log_mode) {
+    return log_mode ? shifted - log_sum : exp_of(shifted) * inverse_sum;
+}
+
+// ---- reductions ------------------------------------------------------------------------------------
+
+template <int kWidth, class C>
+__device__ __forceinline__ C group_max(C v) {
+#pragma unroll
+    for (int offset = kWidth / 2; offset > 0; offset /= 2) v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, offset, kWidth));
+    return v;
+}
+
+template <int kWidth, class C>
+__device__ __forceinline__ C group_sum(C v) {
+#pragma unroll
+    for (int offset = kWidth / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset, kWidth);
+    return v;
+}
+
+// Combines statistics across lanes that differ in the bits of [first_offset, 32) (xor butterfly).
+template <class C>
+__device__ __forceinline__ Stats<C> warp_combine_stats(Stats<C> s, int first_offset = 1) {
+    for (int offset = 16; offset >= first_offset; offset /= 2) {
+        const Stats<C> other{__shfl_xor_sync(0xffffffffu, s.max, offset), __shfl_xor_sync(0xffffffffu, s.sum, offset)};
+        s = combine(s, other);
+    }
+    return s;
+}
+
+// Block-wide reductions over every thread of the block (blockDim.x a multiple of 32). Each thread folds
+// the per-warp partials in the same order, so the result is identical everywhere and deterministic.
+// `scratch` holds 32 entries; it is free again when the function returns.
+template <class C>
+__device__ __forceinline__ C block_max(C v, C* scratch) {
+    v = group_max<32>(v);
+    const int warps = blockDim.x / 32;
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    C result = scratch[0];
+    for (int w = 1; w < warps; ++w) result = max_nan(result, scratch[w]);
+    __syncthreads();
+    return result;
+}
+
+template <class C>
+__device__ __forceinline__ C block_sum(C v, C* scratch) {
+    v = group_sum<32>(v);
+    const int warps = blockDim.x / 32;
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    C result = scratch[0];
+    for (int w = 1; w < warps; ++w) result += scratch[w];
+    __syncthreads();
+    return result;
+}
+
+template <class C>
+__device__ __forceinline__ Stats<C> block_combine_stats(Stats<C> s, Stats<C>* scratch) {
+    s = warp_combine_stats(s);
+    const int warps = blockDim.x / 32;
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = s;
+    __syncthreads();
+    Stats<C> result = scratch[0];
+    for (int w = 1; w < warps; ++w) result = combine(result, scratch[w]);
+    __syncthreads();
+    return result;
+}
+
+// ---- dtype-pair visitor --------------------------------------------------------------------------
+
+template <class T>
+struct TypeTag {
+    using type = T;
+};
+
+template <class X, class Visitor>
+const void* visit_output_dtype(smxDataType_t y_dtype, Visitor& visit) {
+    switch (y_dtype) {
+        case SMX_DTYPE_F16: return visit(TypeTag<X>{}, TypeTag<__half>{});
+        case SMX_DTYPE_BF16: return visit(TypeTag<X>{}, TypeTag<__nv_bfloat16>{});
+        case SMX_DTYPE_F32: return visit(TypeTag<X>{}, TypeTag<float>{});
+        default: return nullptr;
+    }
+}
+
+// Calls visit(TypeTag<X>, TypeTag<Y>) for the supported pair (x_dtype, y_dtype): any of f16/bf16/f32 to
+// any of them, or f64 -> f64. Returns what visit returns, or nullptr for an unsupported pair.
+template <class Visitor>
+const void* visit_dtype_pair(smxDataType_t x_dtype, smxDataType_t y_dtype, Visitor visit) {
+    switch (x_dtype) {
+        case SMX_DTYPE_F16: return visit_output_dtype<__half>(y_dtype, visit);
+        case SMX_DTYPE_BF16: return visit_output_dtype<__nv_bfloat16>(y_dtype, visit);
+        case SMX_DTYPE_F32: return visit_output_dtype<float>(y_dtype, visit);
+        case SMX_DTYPE_F64:
+            return y_dtype == SMX_DTYPE_F64 ? visit(TypeTag<double>{}, TypeTag<double>{}) : nullptr;
+    }
+    return nullptr;
+}
+
+}  // namespace smx::cuda

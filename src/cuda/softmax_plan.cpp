@@ -1,0 +1,444 @@
+// softmax_plan.cpp - the CUDA softmax plan: one function per layout decides the kernel and its launch
+// shape from the SoftmaxInfo and the device limits (never from a pointer); run() only fills in the
+// pointers, picks the vectorized or element-wise path from their actual alignment, and launches.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "common/dtype.hpp"
+#include "core/error.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "cuda/cuda_util.hpp"
+#include "cuda/kernel_args.hpp"
+
+namespace smx {
+namespace {
+
+using cuda::SoftmaxKernelArgs;
+
+// ---- dispatch thresholds (each one's reasoning next to it) ------------------------------------------
+
+// Rows at least this long, with too few of them to give every SM a CTA, are split across CTAs (two
+// kernels and a workspace); shorter rows finish faster in one kernel even on a few SMs. To be tuned.
+constexpr std::int64_t kSplitRowMinLen = 32768;
+// Split-row chunks: about row_len / 256 elements (so one row alone spreads over ~256 CTAs, two waves of
+// 132 SMs), at least 2048 (a CTA's fixed cost stays small) and at most 65536 elements, and never more
+// than 1024 chunks per row (every CTA of the second kernel folds all of its row's partials).
+constexpr std::int64_t kSplitChunkTarget = 256;
+constexpr std::int64_t kSplitMinChunk = 2048;
+constexpr std::int64_t kSplitMaxChunk = 65536;
+constexpr std::int64_t kSplitMaxChunks = 1024;
+// Chunk lengths are multiples of this many elements: 128 bytes even for 16-bit x, so every chunk of a
+// row starts at the same 16-byte phase as the row and the vector body stays aligned.
+constexpr std::int64_t kSplitChunkGranule = 64;
+// Shared memory the hardware reserves per CTA on sm_80+ (counted against the per-SM pool).
+constexpr std::size_t kReservedSharedPerBlock = 1024;
+// General layout: rows at least this long get a whole block, shorter ones a warp.
+constexpr std::int64_t kGeneralBlockRowLen = 2048;
+constexpr int kGeneralThreads = 256;
+constexpr int kOnlineThreads = 512;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+std::int64_t next_pow2(std::int64_t v) {
+    std::int64_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+std::int64_t prev_pow2(std::int64_t v) {
+    std::int64_t p = 1;
+    while (p * 2 <= v) p *= 2;
+    return p;
+}
+
+// A persistent grid: at most what the device keeps resident at once, at least 1, within gridDim.x.
+unsigned persistent_grid(std::int64_t work_items, int blocks_per_sm, int sms) {
+    const std::int64_t resident = static_cast<std::int64_t>(std::max(blocks_per_sm, 1)) * std::max(sms, 1);
+    return static_cast<unsigned>(std::clamp<std::int64_t>(std::min(work_items, resident), 1, INT_MAX));
+}
+
+enum class KernelFamily { Empty, Warp, BlockSmem, BlockOnline, SplitRow, Spatial, General };
+
+struct Launch {
+    const void* kernel = nullptr;
+    dim3 grid;
+    dim3 block;
+    std::size_t shared_bytes = 0;  // dynamic shared memory
+    unsigned cluster = 0;          // CTAs per cluster; 0: an ordinary launch
+};
+
+class CudaSoftmaxPlan final : public SoftmaxPlan {
+public:
+    int device_id = 0;
+    KernelFamily family = KernelFamily::Empty;
+    SoftmaxKernelArgs args;
+    std::array<Launch, 2> launches;
+    int launch_count = 0;
+    std::size_t x_size = 0;
+    std::size_t y_size = 0;
+    std::size_t workspace = 0;
+    std::string text;
+
+    std::size_t workspace_bytes() const override { return workspace; }
+    const std::string& description() const override { return text; }
+
+    smxStatus_t run(void* workspace_pointer, void* y, const void* x, void* stream) const override {
+        if (launch_count == 0) return SMX_STATUS_SUCCESS;
+        if (workspace > 0 && reinterpret_cast<std::uintptr_t>(workspace_pointer) % 16 != 0) {
+            return fail(SMX_STATUS_BAD_PARAM_ALIGNMENT, "workspace pointer {} is not 16-byte aligned", workspace_pointer);
+        }
+        cuda::ScopedDevice device(device_id);
+        SMX_RETURN_IF_ERROR(device.status());
+        SoftmaxKernelArgs launch_args = args;
+        launch_args.x = x;
+        launch_args.y = y;
+        launch_args.workspace = workspace_pointer;
+        if (family == KernelFamily::Warp) {
+            // Whole-pack access needs every row start aligned: the base and the row stride in bytes.
+            launch_args.x_vector = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+                                   (args.x_row_stride * static_cast<std::int64_t>(x_size)) % 16 == 0;
+            launch_args.y_vector = reinterpret_cast<std::uintptr_t>(y) % 16 == 0 &&
+                                   (args.y_row_stride * static_cast<std::int64_t>(y_size)) % 16 == 0;
+        }
+        void* params[] = {&launch_args};
+        const auto cuda_stream = static_cast<cudaStream_t>(stream);
+        for (int i = 0; i < launch_count; ++i) {
+            const Launch& launch = launches[i];
+            cudaError_t error;
+            if (launch.cluster > 0) {
+                cudaLaunchAttribute cluster_attribute{};
+                cluster_attribute.id = cudaLaunchAttributeClusterDimension;
+                cluster_attribute.val.clusterDim.x = launch.cluster;
+                cluster_attribute.val.clusterDim.y = 1;
+                cluster_attribute.val.clusterDim.z = 1;
+                cudaLaunchConfig_t config{};
+                config.gridDim = launch.grid;
+                config.blockDim = launch.block;
+                config.dynamicSmemBytes = launch.shared_bytes;
+                config.stream = cuda_stream;
+                config.attrs = &cluster_attribute;
+                config.numAttrs = 1;
+                error = cudaLaunchKernelExC(&config, launch.kernel, params);
+            } else {
+                error = cudaLaunchKernel(launch.kernel, launch.grid, launch.block, params, launch.shared_bytes,
+                                         cuda_stream);
+            }
+            if (error == cudaSuccess) error = cudaPeekAtLastError();
+            if (error != cudaSuccess) return cuda::cuda_failure(error, "launching the softmax kernel");
+        }
+        return SMX_STATUS_SUCCESS;
+    }
+};
+
+smxStatus_t require_kernel(const void* kernel, const SoftmaxInfo& info, const char* family) {
+    if (kernel != nullptr) return SMX_STATUS_SUCCESS;
+    return fail(SMX_STATUS_INTERNAL_ERROR, "no {} kernel instance for {} -> {}", family, dtype_name(info.x_dtype),
+                dtype_name(info.y_dtype));
+}
+
+smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size_t shared_bytes, int* blocks) {
+    const cudaError_t error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, shared_bytes);
+    return error == cudaSuccess ? SMX_STATUS_SUCCESS : cuda::cuda_failure(error, "the occupancy query");
+}
+
+// ---- Rows layout ------------------------------------------------------------------------------------
+
+smxStatus_t plan_warp(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
+    cuda::WarpShape shape{};
+    const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), &shape);
+    const void* kernel = cuda::warp_softmax_kernel(info.x_dtype, info.y_dtype, shape_index);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "warp"));
+    int blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, cuda::kWarpKernelThreads, 0, &blocks));
+    const std::int64_t rows_per_block =
+        static_cast<std::int64_t>(cuda::kWarpKernelThreads / 32) * (32 / shape.lanes) * shape.rows_per_thread;
+    const unsigned grid = persistent_grid(ceil_div(info.rows, rows_per_block), blocks, limits.multiprocessor_count);
+    plan->family = KernelFamily::Warp;
+    plan->launches[0] = {kernel, dim3(grid), dim3(cuda::kWarpKernelThreads), 0, 0};
+    plan->launch_count = 1;
+    plan->text = fmt::format("cuda warp lanes={} cols_per_lane={} rows_per_thread={} threads={} grid={}", shape.lanes,
+                             shape.cols_per_lane, shape.rows_per_thread, cuda::kWarpKernelThreads, grid);
+    return SMX_STATUS_SUCCESS;
+}
+
+// A block-smem configuration that fits: cluster size, threads, slice and the resident clusters.
+struct SmemChoice {
+    bool fits = false;
+    int cluster = 1;
+    int threads = 0;
+    std::int64_t slice_len = 0;
+    std::size_t shared_bytes = 0;
+    std::int64_t resident_clusters = 0;
+};
+
+// Threads for a CTA caching `slice_len` elements: the count that keeps the most threads resident per SM
+// with this shared memory (ties: more CTAs, so one CTA's loads overlap another's stores), at most one
+// per two 16-byte packs of the slice, at least 128.
+smxStatus_t choose_smem_threads(const void* kernel, std::int64_t slice_packs, std::size_t shared_bytes,
+                                int* threads, int* blocks) {
+    *threads = 0;
+    *blocks = 0;
+    const int largest = static_cast<int>(std::clamp<std::int64_t>(prev_pow2(std::max<std::int64_t>(slice_packs / 2, 1)), 128, 1024));
+    for (int candidate = largest; candidate >= 128; candidate /= 2) {
+        int resident = 0;
+        SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, candidate, shared_bytes, &resident));
+        if (resident * candidate > *blocks * *threads || (resident * candidate == *blocks * *threads && resident > *blocks)) {
+            *threads = candidate;
+            *blocks = resident;
+        }
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
+// The smallest cluster whose CTAs can each cache their slice of the row: first within half an SM's
+// shared memory (two CTAs per SM), then within the opt-in limit, then a non-portable cluster of 16.
+smxStatus_t choose_smem_config(const SoftmaxInfo& info, const DeviceLimits& limits, const void* kernel,
+                               SmemChoice* choice) {
+    *choice = {};
+    cudaFuncAttributes attributes{};
+    cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+    if (error != cudaSuccess) return cuda::cuda_failure(error, "reading the block-smem kernel's attributes");
+    const std::size_t static_bytes = attributes.sharedSizeBytes;
+    if (limits.shared_memory_per_block_optin <= static_bytes) return SMX_STATUS_SUCCESS;
+    // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
+    const std::size_t dynamic_limit = limits.shared_memory_per_block_optin - static_bytes;
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_limit));
+    if (error != cudaSuccess) return cuda::cuda_failure(error, "raising the block-smem kernel's shared memory limit");
+    const bool clusters = limits.cluster_launch && limits.compute_capability_major >= 9;
+    if (clusters) {
+        error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing clusters of 16 for the block-smem kernel");
+    }
+    const std::int64_t x_size = static_cast<std::int64_t>(dtype_size(info.x_dtype));
+    const std::int64_t pack = 16 / x_size;
+    const std::size_t half_sm = limits.shared_memory_per_multiprocessor / 2;
+    const std::size_t two_per_sm =
+        half_sm > kReservedSharedPerBlock + static_bytes ? half_sm - kReservedSharedPerBlock - static_bytes : 0;
+
+    struct Budget {
+        std::size_t bytes;
+        int max_cluster;
+    };
+    const Budget budgets[] = {{std::min(two_per_sm, dynamic_limit), clusters ? 8 : 1},
+                              {dynamic_limit, clusters ? 8 : 1},
+                              {dynamic_limit, clusters ? 16 : 1}};
+    for (const Budget& budget : budgets) {
+        for (int cluster = 1; cluster <= budget.max_cluster; cluster *= 2) {
+            const std::int64_t slice_len = round_up(ceil_div(info.row_len, cluster), pack);
+            // One extra pack: the slice is shifted by up to pack - 1 elements to align its body.
+            const std::size_t shared_bytes = static_cast<std::size_t>(round_up((slice_len + pack) * x_size, 16));
+            if (shared_bytes > budget.bytes) continue;
+            int threads = 0;
+            int blocks = 0;
+            SMX_RETURN_IF_ERROR(choose_smem_threads(kernel, slice_len / pack, shared_bytes, &threads, &blocks));
+            if (blocks == 0) continue;
+            std::int64_t resident_clusters = static_cast<std::int64_t>(blocks) * limits.multiprocessor_count;
+            if (clusters) {
+                cudaLaunchAttribute cluster_attribute{};
+                cluster_attribute.id = cudaLaunchAttributeClusterDimension;
+                cluster_attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+                cluster_attribute.val.clusterDim.y = 1;
+                cluster_attribute.val.clusterDim.z = 1;
+                cudaLaunchConfig_t config{};
+                config.gridDim = dim3(static_cast<unsigned>(cluster));
+                config.blockDim = dim3(static_cast<unsigned>(threads));
+                config.dynamicSmemBytes = shared_bytes;
+                config.attrs = &cluster_attribute;
+                config.numAttrs = 1;
+                int active = 0;
+                error = cudaOccupancyMaxActiveClusters(&active, kernel, &config);
+                if (error != cudaSuccess) {
+                    (void)cudaGetLastError();  // e.g. a cluster of 16 this device cannot place: try the next
+                    continue;
+                }
+                if (active == 0) continue;
+                resident_clusters = active;
+            }
+            *choice = {true, cluster, threads, slice_len, shared_bytes, resident_clusters};
+            return SMX_STATUS_SUCCESS;
+        }
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t plan_split_row(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
+    const void* stats_kernel = cuda::split_row_stats_kernel(info.x_dtype, info.y_dtype);
+    const void* write_kernel = cuda::split_row_write_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(stats_kernel, info, "split-row statistics"));
+    SMX_RETURN_IF_ERROR(require_kernel(write_kernel, info, "split-row write"));
+    std::int64_t chunk_len = std::clamp(next_pow2(ceil_div(info.row_len, kSplitChunkTarget)), kSplitMinChunk, kSplitMaxChunk);
+    chunk_len = std::max(chunk_len, round_up(ceil_div(info.row_len, kSplitMaxChunks), kSplitChunkGranule));
+    const std::int64_t chunks = ceil_div(info.row_len, chunk_len);
+    const int threads = chunk_len >= 16384 ? 512 : 256;
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(std::min<std::int64_t>(info.rows, 65535)));
+    const std::size_t compute_size = info.x_dtype == SMX_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    plan->family = KernelFamily::SplitRow;
+    plan->args.slice_len = chunk_len;
+    plan->args.chunks = chunks;
+    plan->workspace = static_cast<std::size_t>(info.rows * chunks) * 2 * compute_size;
+    plan->launches[0] = {stats_kernel, grid, dim3(threads), 0, 0};
+    plan->launches[1] = {write_kernel, grid, dim3(threads), 0, 0};
+    plan->launch_count = 2;
+    plan->text = fmt::format("cuda split-row chunk={} chunks={} threads={} workspace={}", chunk_len, chunks, threads,
+                             plan->workspace);
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
+    plan->args.x_row_stride = info.x.row_stride;
+    plan->args.y_row_stride = info.y.row_stride;
+    // (a) Short rows live in registers: one read, one write, no shared memory.
+    if (info.row_len <= cuda::kWarpMaxRowLen) return plan_warp(info, limits, plan);
+
+    // (b) Rows that a cluster of CTAs can cache in shared memory: one read, one write.
+    const void* smem_kernel = cuda::block_smem_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(smem_kernel, info, "block-smem"));
+    SmemChoice smem;
+    SMX_RETURN_IF_ERROR(choose_smem_config(info, limits, smem_kernel, &smem));
+    // (d) Few long rows would leave most SMs idle: spread each row over many CTAs instead.
+    const std::int64_t ctas_per_row = smem.fits ? smem.cluster : 1;
+    if (info.row_len >= kSplitRowMinLen && info.rows * ctas_per_row < limits.multiprocessor_count) {
+        return plan_split_row(info, plan);
+    }
+    if (smem.fits) {
+        const std::int64_t clusters = std::min(info.rows, smem.resident_clusters);
+        const unsigned grid = static_cast<unsigned>(std::min<std::int64_t>(clusters * smem.cluster, INT_MAX / 16 * 16));
+        plan->family = KernelFamily::BlockSmem;
+        plan->args.slice_len = smem.slice_len;
+        const bool clusters_supported = limits.cluster_launch && limits.compute_capability_major >= 9;
+        plan->launches[0] = {smem_kernel, dim3(grid), dim3(static_cast<unsigned>(smem.threads)), smem.shared_bytes,
+                             clusters_supported ? static_cast<unsigned>(smem.cluster) : 0u};
+        plan->launch_count = 1;
+        plan->text = fmt::format("cuda block-smem threads={} cluster={} slice={} smem={} grid={}", smem.threads,
+                                 smem.cluster, smem.slice_len, smem.shared_bytes, grid);
+        return SMX_STATUS_SUCCESS;
+    }
+
+    // (c) Rows too long for any cluster, and enough of them to fill the device: a CTA per row, online
+    // statistics then a second read of x.
+    const void* online_kernel = cuda::block_online_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(online_kernel, info, "block-online"));
+    int blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(online_kernel, kOnlineThreads, 0, &blocks));
+    const unsigned grid = persistent_grid(info.rows, blocks, limits.multiprocessor_count);
+    plan->family = KernelFamily::BlockOnline;
+    plan->launches[0] = {online_kernel, dim3(grid), dim3(kOnlineThreads), 0, 0};
+    plan->launch_count = 1;
+    plan->text = fmt::format("cuda block-online threads={} grid={}", kOnlineThreads, grid);
+    return SMX_STATUS_SUCCESS;
+}
+
+// ---- Spatial and General layouts ----------------------------------------------------------------
+
+smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
+    const void* kernel = cuda::spatial_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial"));
+    const int width = static_cast<int>(std::min<std::int64_t>(32, next_pow2(info.inner)));
+    const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
+    const std::int64_t tiles = info.outer * tiles_per_outer;
+    // Enough threads along the axis to fill every SM when tiles are few, but no more than the axis has.
+    const std::int64_t device_threads =
+        static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(limits.max_threads_per_multiprocessor, 1024);
+    std::int64_t threads = std::clamp<std::int64_t>(prev_pow2(std::max<std::int64_t>(device_threads / tiles, 1)), 128, 1024);
+    while (threads > 32 && threads / 2 >= width * next_pow2(info.row_len)) threads /= 2;
+    int blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &blocks));
+    const unsigned grid = persistent_grid(tiles, blocks, limits.multiprocessor_count);
+    plan->family = KernelFamily::Spatial;
+    plan->args.x_axis_stride = info.x.axis_stride;
+    plan->args.y_axis_stride = info.y.axis_stride;
+    plan->args.inner = info.inner;
+    plan->args.tiles_per_outer = tiles_per_outer;
+    plan->args.x_outer_stride = info.x.outer_stride;
+    plan->args.y_outer_stride = info.y.outer_stride;
+    plan->args.tile_width = width;
+    plan->launches[0] = {kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), 0, 0};
+    plan->launch_count = 1;
+    plan->text = fmt::format("cuda spatial tile={} axis_threads={} threads={} grid={}", width, threads / width, threads, grid);
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t plan_general(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
+    const void* kernel = cuda::general_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "general"));
+    const int threads_per_row = info.row_len >= kGeneralBlockRowLen ? kGeneralThreads : 32;
+    int blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, kGeneralThreads, 0, &blocks));
+    const unsigned grid =
+        persistent_grid(ceil_div(info.rows, kGeneralThreads / threads_per_row), blocks, limits.multiprocessor_count);
+    plan->family = KernelFamily::General;
+    plan->args.x_axis_stride = info.x.axis_stride;
+    plan->args.y_axis_stride = info.y.axis_stride;
+    plan->args.index_ndim = info.index_ndim;
+    for (int d = 0; d < info.index_ndim; ++d) {
+        plan->args.index_shape[d] = info.index_shape[d];
+        plan->args.x_index_strides[d] = info.x.index_strides[d];
+        plan->args.y_index_strides[d] = info.y.index_strides[d];
+    }
+    plan->args.threads_per_row = threads_per_row;
+    plan->launches[0] = {kernel, dim3(grid), dim3(kGeneralThreads), 0, 0};
+    plan->launch_count = 1;
+    plan->text = fmt::format("cuda general threads_per_row={} threads={} grid={}", threads_per_row, kGeneralThreads, grid);
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+namespace cuda {
+
+int choose_warp_shape(std::int64_t row_len, std::size_t x_size, WarpShape* shape) {
+    const auto pick = [&](const auto& shapes) {
+        int index = 0;
+        while (index + 1 < static_cast<int>(shapes.size()) && shapes[index].capacity() < row_len) ++index;
+        *shape = shapes[index];
+        return index;
+    };
+    switch (x_size) {
+        case 2: return pick(WarpShapeTable<8>::shapes);
+        case 4: return pick(WarpShapeTable<4>::shapes);
+        default: return pick(WarpShapeTable<2>::shapes);
+    }
+}
+
+const void* warp_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index) {
+    switch (x_dtype) {
+        case SMX_DTYPE_F16: return warp_softmax_kernel_f16(y_dtype, shape_index);
+        case SMX_DTYPE_BF16: return warp_softmax_kernel_bf16(y_dtype, shape_index);
+        case SMX_DTYPE_F32: return warp_softmax_kernel_f32(y_dtype, shape_index);
+        case SMX_DTYPE_F64: return warp_softmax_kernel_f64(y_dtype, shape_index);
+    }
+    return nullptr;
+}
+
+}  // namespace cuda
+
+smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const DeviceLimits& limits,
+                                   std::unique_ptr<SoftmaxPlan>* plan) {
+    auto candidate = std::make_unique<CudaSoftmaxPlan>();
+    candidate->device_id = device_id;
+    candidate->x_size = dtype_size(info.x_dtype);
+    candidate->y_size = dtype_size(info.y_dtype);
+    if (info.numel == 0) {
+        candidate->text = "cuda none (zero-size tensor: nothing to launch)";
+        *plan = std::move(candidate);
+        return SMX_STATUS_SUCCESS;
+    }
+    cuda::ScopedDevice device(device_id);
+    SMX_RETURN_IF_ERROR(device.status());
+    candidate->args.rows = info.rows;
+    candidate->args.row_len = info.row_len;
+    candidate->args.log_mode = info.is_log() ? 1 : 0;
+    switch (info.layout) {
+        case SoftmaxLayout::Rows: SMX_RETURN_IF_ERROR(plan_rows(info, limits, candidate.get())); break;
+        case SoftmaxLayout::Spatial: SMX_RETURN_IF_ERROR(plan_spatial(info, limits, candidate.get())); break;
+        case SoftmaxLayout::General: SMX_RETURN_IF_ERROR(plan_general(info, limits, candidate.get())); break;
+    }
+    *plan = std::move(candidate);
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace smx

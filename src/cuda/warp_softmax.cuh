@@ -1,0 +1,128 @@
+// warp_softmax.cuh - short rows (row_len <= kWarpMaxRowLen), Rows layout: a group of kLanes threads
+// (1..32, a power of two) owns a row, held in registers; several rows per warp, kRowsPerThread rows per
+// thread for memory-level parallelism; warp-shuffle reductions over the group; grid-stride over rows.
+// Traffic: x read once, y written once. 16-byte loads/stores when run() found the pointers and row
+// strides aligned (args.x_vector / args.y_vector), element-wise otherwise (same register layout).
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include "cuda/softmax_common.cuh"
+
+namespace smx::cuda {
+
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+__global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    constexpr int kPack = kPackOf<X>;
+    static_assert(kCols % kPack == 0, "a lane holds whole packs");
+    constexpr int kPacksPerLane = kCols / kPack;
+    constexpr int kRowsPerWarp = (32 / kLanes) * kRowsPerThread;
+
+    const X* x = static_cast<const X*>(args.x);
+    Y* y = static_cast<Y*>(args.y);
+    const int row_len = static_cast<int>(args.row_len);  // <= kWarpMaxRowLen
+    const bool log_mode = args.log_mode != 0;
+    const int lane = threadIdx.x % 32;
+    const int group = lane / kLanes;
+    const int lane_in_group = lane % kLanes;
+    const std::int64_t warps_per_block = blockDim.x / 32;
+    const std::int64_t first_warp = blockIdx.x * warps_per_block + threadIdx.x / 32;
+    const std::int64_t warp_step = static_cast<std::int64_t>(gridDim.x) * warps_per_block * kRowsPerWarp;
+
+    // The loop bound is per warp (not per group) so every lane reaches every shuffle.
+    for (std::int64_t warp_row = first_warp * kRowsPerWarp; warp_row < args.rows; warp_row += warp_step) {
+        const std::int64_t first_row = warp_row + group * kRowsPerThread;
+        C values[kRowsPerThread][kCols];
+        C row_max[kRowsPerThread];
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r) {
+            const bool row_valid = first_row + r < args.rows;
+            const X* x_row = x + (row_valid ? (first_row + r) * args.x_row_stride : 0);
+#pragma unroll
+            for (int p = 0; p < kPacksPerLane; ++p) {
+                const int col = (p * kLanes + lane_in_group) * kPack;
+                C* pack = &values[r][p * kPack];
+                if (row_valid && args.x_vector && col + kPack <= row_len) {
+                    load_pack(x_row + col, pack);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        pack[k] = row_valid && col + k < row_len ? to_compute(x_row[col + k]) : neg_inf<C>();
+                    }
+                }
+            }
+            C thread_max = values[r][0];
+#pragma unroll
+            for (int c = 1; c < kCols; ++c) thread_max = max_nan(thread_max, values[r][c]);
+            row_max[r] = group_max<kLanes>(thread_max);
+        }
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r) {
+            // Padding is -inf and adds exp(-inf) = 0; an all -inf row gives NaN, as the reference does.
+            C thread_sum = 0;
+#pragma unroll
+            for (int c = 0; c < kCols; ++c) {
+                values[r][c] -= row_max[r];
+                const C e = exp_of(values[r][c]);
+                thread_sum += e;
+                if (!log_mode) values[r][c] = e;
+            }
+            const C row_sum = group_sum<kLanes>(thread_sum);
+            const C inverse_sum = C(1) / row_sum;
+            const C log_sum = log_of(row_sum);
+            const bool row_valid = first_row + r < args.rows;
+            if (!row_valid) continue;
+            Y* y_row = y + (first_row + r) * args.y_row_stride;
+#pragma unroll
+            for (int p = 0; p < kPacksPerLane; ++p) {
+                const int col = (p * kLanes + lane_in_group) * kPack;
+                C out[kPack];
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    const C v = values[r][p * kPack + k];
+                    out[k] = log_mode ? v - log_sum : v * inverse_sum;
+                }
+                if (args.y_vector && col + kPack <= row_len) {
+                    store_pack<Y, kPack>(y_row + col, out);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        if (col + k < row_len) y_row[col + k] = StoreAs<Y>::from(out[k]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The instance for shape `shape_index` of x's table, as a pointer for cudaLaunchKernel.
+template <class X, class Y, std::size_t... I>
+const void* warp_softmax_instance(int shape_index, std::index_sequence<I...>) {
+    constexpr auto& shapes = WarpShapeTable<kPackOf<X>>::shapes;
+    const void* kernel = nullptr;
+    ((shape_index == static_cast<int>(I)
+          ? (kernel = reinterpret_cast<const void*>(
+                 &warp_softmax<X, Y, shapes[I].lanes, shapes[I].cols_per_lane, shapes[I].rows_per_thread>))
+          : nullptr),
+     ...);
+    return kernel;
+}
+
+// Every y dtype for one x dtype: each warp_softmax_<x>.cu instantiates one of these.
+template <class X>
+const void* warp_softmax_for_x(smxDataType_t y_dtype, int shape_index) {
+    constexpr std::size_t kShapes = WarpShapeTable<kPackOf<X>>::shapes.size();
+    const auto visit = [shape_index](auto, auto y_tag) -> const void* {
+        using Y = typename decltype(y_tag)::type;
+        return warp_softmax_instance<X, Y>(shape_index, std::make_index_sequence<kShapes>{});
+    };
+    if constexpr (std::is_same_v<X, double>) {
+        return y_dtype == SMX_DTYPE_F64 ? visit(TypeTag<double>{}, TypeTag<double>{}) : nullptr;
+    } else {
+        return visit_output_dtype<X>(y_dtype, visit);
+    }
+}
+
+}  // namespace smx::cuda
