@@ -249,18 +249,29 @@ def check_against_float64(y, x, dim, log_mode, generator):
 # ---------------------------------------------------------------------------------------------------
 
 def run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator):
+    """Checks then times one case; any failure is recorded in the record's "error" and "check" fields."""
+    nbytes = inputs[0].numel() * (x_dtype.itemsize + y_dtype.itemsize)
+    record = {"op": op, "group": item["group"], "label": item["label"], "x_dtype": NAMES[x_dtype],
+              "y_dtype": NAMES[y_dtype], "shape": list(item["shape"]), "strides": list(inputs[0].stride()),
+              "dim": item["dim"], "bytes": nbytes, "copy_tbps": copy_bps / 1e12, "plan": None, "smx_us": None,
+              "torch_us": None, "torch_compile_us": None, "graph_us": None, "torch_graph_us": None,
+              "torch_note": None, "compile_note": None, "check": "FAIL", "max_err_ratio": None, "error": None}
+    try:
+        measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record)
+    except Exception as error:  # noqa: BLE001 - one broken case must not end the run
+        record["check"] = "FAIL"
+        record["error"] = f"{type(error).__name__}: {str(error)[:300]}"
+    return record
+
+
+def measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record):
     dim = item["dim"]
+    x_dtype = inputs[0].dtype
+    nbytes = record["bytes"]
     log_mode = op == "log_softmax"
     smx_op = smx.log_softmax if log_mode else smx.softmax
     count = len(inputs)
     outputs = [torch.empty_like(x, dtype=y_dtype) for x in inputs]  # x's layout, as smx-bench uses
-    numel = inputs[0].numel()
-    nbytes = numel * (x_dtype.itemsize + y_dtype.itemsize)
-    record = {"op": op, "group": item["group"], "label": item["label"], "x_dtype": NAMES[x_dtype],
-              "y_dtype": NAMES[y_dtype], "shape": list(item["shape"]), "strides": list(inputs[0].stride()),
-              "dim": dim, "bytes": nbytes, "copy_tbps": copy_bps / 1e12, "smx_us": None, "torch_us": None,
-              "torch_compile_us": None, "graph_us": None, "torch_graph_us": None, "torch_note": None,
-              "compile_note": None, "check": "FAIL", "max_err_ratio": None, "error": None}
     try:
         record["plan"] = smx.plan(inputs[0], dim, dtype=y_dtype, log=log_mode)
     except TypeError:  # a binding whose plan() has no log= parameter
@@ -274,7 +285,7 @@ def run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, gen
     record.update(max_err_ratio=None if math.isinf(ratio) else ratio, rows_checked=rows_checked,
                   check_sampled=sampled, check="ok" if ratio <= 1.0 else "FAIL")
     if ratio > 1.0:
-        return record
+        return
 
     calls, warmup = calls_for(nbytes / copy_bps * 1e6, args.quick)
     smx_times = summary(timer.time_each(lambda i: smx_op(inputs[i % count], dim, out=outputs[i % count]),
@@ -304,7 +315,6 @@ def run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, gen
     if item["group"] == "decode":
         record["graph_us"] = graph_time(timer, lambda i: smx_op(inputs[i], dim, out=outputs[i]), count, args, record)
         record["torch_graph_us"] = graph_time(timer, lambda i: eager(inputs[i], dim), count, args, record)
-    return record
 
 
 def graph_time(timer, call, count, args, record):
@@ -347,7 +357,9 @@ def finish_record(record, copy_bps, meta):
 
 
 def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
+    """value formatted by spec ("10.1f"), or a dash padded to the same width when there is none."""
+    width = spec.split(".")[0]
+    return format("-", ">" + width) if value is None else format(value, spec)
 
 
 def print_row(record):
@@ -415,13 +427,15 @@ def main():
         sys.exit("compare_torch.py needs a CUDA device visible to PyTorch")
     smx = import_smx()
     generator = torch.Generator(device="cuda")
-    generator.manual_seed(args.seed if args.seed is not None else time.time_ns() % (1 << 63))
+    seed = args.seed if args.seed is not None else time.time_ns() % (1 << 63)
+    generator.manual_seed(seed)
     properties = torch.cuda.get_device_properties(0)
     timer = Timer()
     copy_bps = copy_bandwidth(timer, args.quick)
     meta = {"device": properties.name, "commit": commit_text(args),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    print(f"compare_torch: smx {smx.version()} ({smx.library_path()}), torch {torch.__version__}, commit {meta['commit']}")
+    print(f"compare_torch: smx {smx.version()} ({smx.library_path()}), torch {torch.__version__}, "
+          f"commit {meta['commit']}, seed {seed}")
     print(f"device: {properties.name}, L2 {properties.L2_cache_size / 2**20:.0f} MiB; "
           f"copy bandwidth {copy_bps / 1e12:.3f} TB/s (device-to-device copy of 1 GiB, bytes read + written)")
     print(f"{'op':<11} {'x->y':<10} {'shape':<24} {'smx us':>10} {'torch us':>10} {'compile us':>10} "
@@ -454,7 +468,8 @@ def main():
             merged = [r for r in earlier if case_key(r) not in fresh] + records
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as file:
-            json.dump({"tool": "compare_torch", "torch_version": torch.__version__, "copy_tbps": copy_bps / 1e12,
+            json.dump({"tool": "compare_torch", "torch_version": torch.__version__, "seed": seed,
+                       "copy_tbps": copy_bps / 1e12,
                        "copy_method": "device-to-device copy of 1 GiB (torch copy_), bytes read + written",
                        **meta, "records": merged}, file, indent=1)
         print(f"wrote {args.out} ({len(merged)} records)")
