@@ -90,7 +90,11 @@ Options parse_options(int argc, char** argv) {
         } else if (arg == "--commit") {
             options.commit = value();
         } else if (arg == "--seed") {
-            options.seed = std::stoull(value());
+            const std::string text = value();
+            if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) {
+                throw std::invalid_argument("--seed needs a non-negative integer below 10^19, not '" + text + "'");
+            }
+            options.seed = std::stoull(text);
             options.seed_given = true;
         } else if (arg == "--help" || arg == "-h") {
             std::fputs(usage_text, stdout);
@@ -247,7 +251,7 @@ private:
         try {
             inputs = std::make_unique<RotatingBuffers>(device_, x_bytes, buffers);
             fill_inputs(device_, *inputs, layout, x_dtype, rng_());
-        } catch (const BenchError& error) {
+        } catch (const std::exception& error) {  // BenchError, or host memory running out
             setup_error = std::string("input setup: ") + error.what();
         }
         for (std::size_t p = first; p < end; ++p) {
@@ -257,7 +261,7 @@ private:
             if (output_error.empty()) {
                 try {
                     outputs = std::make_unique<RotatingBuffers>(device_, layout.span() * dtype_size(dtypes.y), buffers);
-                } catch (const BenchError& error) {
+                } catch (const std::exception& error) {
                     output_error = std::string("output setup: ") + error.what();
                 }
             }
@@ -269,7 +273,7 @@ private:
                 } else {
                     try {
                         run_case(layout, dtypes, mode, *inputs, *outputs, record);
-                    } catch (const BenchError& error) {
+                    } catch (const std::exception& error) {  // one broken case must not end the run
                         record.error = error.what();
                         record.check_passed = false;
                     }
@@ -442,7 +446,7 @@ int run_main(int argc, char** argv) {
 int main(int argc, char** argv) {
     try {
         return smx_bench::run_main(argc, argv);
-    } catch (const std::invalid_argument& error) {
+    } catch (const std::logic_error& error) {  // invalid_argument, or out_of_range from a number
         std::fprintf(stderr, "smx-bench: %s\n\n%s", error.what(), smx_bench::usage_text);
         return smx_bench::exit_usage;
     } catch (const smx_bench::BenchError& error) {
