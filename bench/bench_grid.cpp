@@ -100,6 +100,7 @@ std::vector<Layout> cpu_layouts() {
 // Parses "AxBxC" into dims; returns false if it is not such a shape.
 bool parse_dims(const std::string& text, std::vector<std::int64_t>* dims) {
     dims->clear();
+    if (text.empty() || text.back() == 'x') return false;  // getline would drop an empty last part
     std::stringstream stream(text);
     std::string part;
     while (std::getline(stream, part, 'x')) {
