@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""compare_torch.py - smx against PyTorch eager and torch.compile, in one process, on the same CUDA tensors.
+
+    python3 bench/compare_torch.py --out docs/benchmarks/h200.json --plot docs/benchmarks/h200.png
+
+For every case of smx-bench's CUDA grid (issue 5: last dim and other layouts; issue 6: decode) it times
+smx (output preallocated with out=), torch.softmax / torch.log_softmax, and torch.compile of the same
+function, with CUDA events around each call, after a warm-up, over inputs rotated through at least 4x the
+L2, and reports the median. The device-to-device copy bandwidth is measured in the same run the same way.
+Every smx result is first checked against torch's float64 softmax of the same input.
+
+smx is imported from the installed package or from this checkout's python/ folder; libsmx is found the
+binding's way (SMX_LIBRARY names the file). matplotlib is only needed for --plot.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
+NAMES = {dtype: name for name, dtype in DTYPES.items()}
+# Relative tolerance per output dtype, as smx-bench and the tests use.
+RTOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-5, torch.float64: 1e-12}
+FULL_CHECK_MAX_ELEMENTS = 1 << 26  # bigger tensors are checked on sampled rows
+SAMPLED_RANDOM_ROWS = 64
+# Targets of issue 5: the share of copy bandwidth each group should reach.
+TARGET_PCT = {"lastdim": 90.0, "layouts": 80.0}
+
+# The grid mirrors smx-bench's CUDA grid (bench/bench_grid.cpp): keep the two in step.
+LASTDIM_SHAPES = [(1048576, 32), (1048576, 128), (262144, 512), (131072, 1024), (65536, 2048), (16384, 4096),
+                  (8192, 8192), (4096, 16384), (8192, 32000), (8192, 50257), (4096, 128256)]
+DECODE_SHAPES = [(1, 32000), (1, 128256), (8, 128256), (64, 128256), (1, 256000), (32, 256000), (1, 1048576),
+                 (4, 4194304)]
+MAIN_PAIRS = ["f32:f32", "f16:f16", "bf16:bf16", "bf16:f32", "f16:f32", "f32:bf16"]
+DECODE_PAIRS = ["f32:f32", "bf16:bf16", "bf16:f32"]
+
+
+def shape_text(shape):
+    return "x".join(str(d) for d in shape)
+
+
+def layout(group, shape, dim=-1, transposed=False):
+    """A case layout; transposed: the transpose of a row-major (shape[1], shape[0]) tensor."""
+    label = shape_text(shape)
+    if transposed:
+        label += ":transposed"
+    elif group == "layouts":
+        label += f":dim={dim}"
+    return {"group": group, "shape": tuple(shape), "dim": dim, "transposed": transposed, "label": label}
+
+
+def default_grid():
+    grid = [layout("lastdim", s) for s in LASTDIM_SHAPES]
+    grid += [layout("layouts", (32, 1024, 1024), 1), layout("layouts", (8192, 4096), 0),
+             layout("layouts", (64, 128, 4096), 1), layout("layouts", (16, 8, 4096, 64), 2),
+             layout("layouts", (8192, 4096), -1, transposed=True)]
+    grid += [layout("decode", s) for s in DECODE_SHAPES]
+    return grid
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="JSON file for the records")
+    parser.add_argument("--plot", help="PNG file: TB/s per case, one panel per group (needs matplotlib)")
+    parser.add_argument("--append", action="store_true",
+                        help="merge into an existing --out file (same case replaced), e.g. to assemble a run in parts")
+    parser.add_argument("--group", default="all", choices=["lastdim", "layouts", "decode", "all"])
+    parser.add_argument("--ops", default="softmax,log_softmax")
+    parser.add_argument("--dtypes", help="dtype pairs X:Y,... (default: each group's pairs)")
+    parser.add_argument("--shapes", help="case labels or bare shapes, comma separated (default: all)")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--compile-mode", default="default",
+                        help="torch.compile mode (default, max-autotune-no-cudagraphs, ...)")
+    parser.add_argument("--compile-limit-s", type=float, default=60.0,
+                        help="a case whose compile takes longer reports torch_compile_us null")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--commit", help="commit measured (default: $SMX_COMMIT, else git rev-parse HEAD)")
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    ops = args.ops.split(",")
+    for op in ops:
+        if op not in ("softmax", "log_softmax"):
+            parser.error(f"unknown op {op!r}")
+    args.ops = ops
+    if args.dtypes:
+        for pair in args.dtypes.split(","):
+            x, _, y = pair.partition(":")
+            if x not in DTYPES or y not in DTYPES:
+                parser.error(f"bad dtype pair {pair!r} (expected X:Y with X, Y in {', '.join(DTYPES)})")
+    return args
+
+
+def select_cases(args):
+    groups = ["lastdim", "layouts", "decode"] if args.group == "all" else [args.group]
+    tokens = args.shapes.split(",") if args.shapes else None
+    cases = []
+    for item in default_grid():
+        if item["group"] not in groups:
+            continue
+        if tokens and item["label"] not in tokens and shape_text(item["shape"]) not in tokens:
+            continue
+        pairs = args.dtypes.split(",") if args.dtypes else (DECODE_PAIRS if item["group"] == "decode" else MAIN_PAIRS)
+        cases.append((item, [tuple(DTYPES[n] for n in p.split(":")) for p in pairs]))
+    return cases
+
+
+def commit_text(args):
+    if args.commit:
+        return args.commit
+    if os.environ.get("SMX_COMMIT"):
+        return os.environ["SMX_COMMIT"]
+    try:
+        return subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def import_smx():
+    try:
+        import smx  # noqa: F401  (an installed binding)
+    except ImportError:
+        sys.path.insert(0, os.path.join(REPO_ROOT, "python"))
+        import smx  # noqa: F401
+    return sys.modules["smx"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------------
+
+class Timer:
+    """Times calls with CUDA events. Before each timed batch, a spin kernel (torch.cuda._sleep) holds the
+    GPU long enough for the host to enqueue the whole batch, so host overhead never shows as device time."""
+
+    def __init__(self):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 10_000_000
+        start.record()
+        torch.cuda._sleep(cycles)
+        stop.record()
+        torch.cuda.synchronize()
+        self.cycles_per_us = cycles / (start.elapsed_time(stop) * 1000.0)
+
+    def time_each(self, call, calls, warmup):
+        """call(i) for warm-up then `calls` timed calls; returns microseconds per timed call."""
+        host_start = time.perf_counter()
+        for i in range(warmup):
+            call(i)
+        host_us = (time.perf_counter() - host_start) * 1e6 / max(warmup, 1)
+        torch.cuda.synchronize()
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
+        # Hold the GPU for 1.5x the host time of enqueueing the batch (plus a margin).
+        torch.cuda._sleep(int(self.cycles_per_us * (1.5 * host_us * calls + 200.0)))
+        events[0].record()
+        for i in range(calls):
+            call(warmup + i)
+            events[i + 1].record()
+        torch.cuda.synchronize()
+        return [1000.0 * events[i].elapsed_time(events[i + 1]) for i in range(calls)]
+
+
+def summary(micros):
+    ordered = sorted(micros)
+    p90 = ordered[max(1, math.ceil(0.9 * len(ordered))) - 1]
+    return {"median": statistics.median(ordered), "min": ordered[0], "p90": p90}
+
+
+def calls_for(expected_us, quick):
+    if quick:
+        return 10, 3
+    return int(min(50, max(10, 50000.0 / max(expected_us, 1.0)))), 5
+
+
+def copy_bandwidth(timer, quick):
+    """Device-to-device copy between two 1 GiB buffers, bytes read + written per second."""
+    size = 1 << 30
+    buffers = [torch.empty(size, dtype=torch.uint8, device="cuda").fill_(0x5A),
+               torch.empty(size, dtype=torch.uint8, device="cuda").fill_(0xA5)]
+    micros = timer.time_each(lambda i: buffers[(i + 1) % 2].copy_(buffers[i % 2]), 10 if quick else 20, 3)
+    del buffers
+    return 2.0 * size / (summary(micros)["median"] * 1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The functions compared
+# ---------------------------------------------------------------------------------------------------
+
+def torch_function(op, x_dtype, y_dtype):
+    """torch's own way to compute op with output y_dtype, and a note when it is not one direct call."""
+    base = torch.softmax if op == "softmax" else torch.log_softmax
+    if y_dtype == x_dtype:
+        return (lambda x, dim: base(x, dim)), None
+    if y_dtype.itemsize > x_dtype.itemsize:
+        # dtype= casts the input up before the op: the upcast pairs' native form
+        return (lambda x, dim: base(x, dim, dtype=y_dtype)), None
+    note = f"torch has no direct {NAMES[x_dtype]}->{NAMES[y_dtype]} form: timed torch.{op}(x).to({NAMES[y_dtype]})"
+    return (lambda x, dim: base(x, dim).to(y_dtype)), note
+
+
+def make_inputs(item, x_dtype, count, generator):
+    shape = item["shape"]
+    tensors = []
+    for _ in range(count):
+        if item["transposed"]:
+            base = torch.randn(shape[1], shape[0], device="cuda", dtype=torch.float32, generator=generator)
+            tensors.append((3.0 * base).to(x_dtype).t())
+        else:
+            tensors.append((3.0 * torch.randn(shape, device="cuda", dtype=torch.float32, generator=generator)).to(x_dtype))
+    return tensors
+
+
+def check_against_float64(y, x, dim, log_mode, generator):
+    """Max ratio of |y - ref| to the allowed error (ref: torch float64 on the same x); inf on NaN."""
+    n = x.shape[dim]
+    xr = x.movedim(dim, -1).reshape(-1, n)
+    yr = y.movedim(dim, -1).reshape(-1, n)
+    rows = xr.shape[0]
+    sampled = x.numel() > FULL_CHECK_MAX_ELEMENTS and rows > SAMPLED_RANDOM_ROWS + 2
+    if sampled:
+        picks = torch.randint(0, rows, (SAMPLED_RANDOM_ROWS,), device="cuda", generator=generator)
+        index = torch.unique(torch.cat([torch.tensor([0, rows - 1], device="cuda"), picks]))
+        xr, yr = xr[index], yr[index]
+    ref = (torch.log_softmax if log_mode else torch.softmax)(xr.double(), -1)
+    got = yr.double()
+    rtol = RTOL[y.dtype]
+    if log_mode:
+        allowed = rtol * (ref.abs() + 1.0)
+    else:
+        allowed = rtol * ref.abs() + torch.finfo(y.dtype).tiny
+    ratio = ((got - ref).abs() / allowed).max().item()
+    if math.isnan(ratio) or not torch.isfinite(got).all().item():
+        ratio = math.inf
+    return ratio, int(xr.shape[0]), sampled
+
+
+# ---------------------------------------------------------------------------------------------------
+# One case
+# ---------------------------------------------------------------------------------------------------
+
+def run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator):
+    """Checks then times one case; any failure is recorded in the record's "error" and "check" fields."""
+    nbytes = inputs[0].numel() * (x_dtype.itemsize + y_dtype.itemsize)
+    record = {"op": op, "group": item["group"], "label": item["label"], "x_dtype": NAMES[x_dtype],
+              "y_dtype": NAMES[y_dtype], "shape": list(item["shape"]), "strides": list(inputs[0].stride()),
+              "dim": item["dim"], "bytes": nbytes, "copy_tbps": copy_bps / 1e12, "plan": None, "smx_us": None,
+              "torch_us": None, "torch_compile_us": None, "graph_us": None, "torch_graph_us": None,
+              "torch_note": None, "compile_note": None, "check": "FAIL", "max_err_ratio": None, "error": None}
+    try:
+        measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record)
+    except Exception as error:  # noqa: BLE001 - one broken case must not end the run
+        record["check"] = "FAIL"
+        record["error"] = f"{type(error).__name__}: {str(error)[:300]}"
+    return record
+
+
+def measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record):
+    dim = item["dim"]
+    x_dtype = inputs[0].dtype
+    nbytes = record["bytes"]
+    log_mode = op == "log_softmax"
+    smx_op = smx.log_softmax if log_mode else smx.softmax
+    count = len(inputs)
+    outputs = [torch.empty_like(x, dtype=y_dtype) for x in inputs]  # x's layout, as smx-bench uses
+    try:
+        record["plan"] = smx.plan(inputs[0], dim, dtype=y_dtype, log=log_mode)
+    except TypeError:  # a binding whose plan() has no log= parameter
+        record["plan"] = smx.plan(inputs[0], dim, dtype=y_dtype)
+
+    # Correct first: smx into a NaN-poisoned output, against float64.
+    outputs[0].fill_(float("nan"))
+    smx_op(inputs[0], dim, out=outputs[0])
+    torch.cuda.synchronize()
+    ratio, rows_checked, sampled = check_against_float64(outputs[0], inputs[0], dim, log_mode, generator)
+    record.update(max_err_ratio=None if math.isinf(ratio) else ratio, rows_checked=rows_checked,
+                  check_sampled=sampled, check="ok" if ratio <= 1.0 else "FAIL")
+    if ratio > 1.0:
+        return
+
+    calls, warmup = calls_for(nbytes / copy_bps * 1e6, args.quick)
+    smx_times = summary(timer.time_each(lambda i: smx_op(inputs[i % count], dim, out=outputs[i % count]),
+                                        calls, warmup))
+    record.update(smx_us=smx_times["median"], smx_min_us=smx_times["min"], smx_p90_us=smx_times["p90"])
+
+    eager, record["torch_note"] = torch_function(op, x_dtype, y_dtype)
+    record["torch_us"] = summary(timer.time_each(lambda i: eager(inputs[i % count], dim), calls, warmup))["median"]
+
+    if not args.no_compile:
+        torch._dynamo.reset()  # a fresh cache per case: no recompile limit, no silent fallback to eager
+        compiled = torch.compile(eager, mode=None if args.compile_mode == "default" else args.compile_mode,
+                                 dynamic=False)
+        try:
+            started = time.perf_counter()
+            compiled(inputs[0], dim)
+            torch.cuda.synchronize()
+            compile_s = time.perf_counter() - started
+            if compile_s > args.compile_limit_s:
+                record["compile_note"] = f"compile took {compile_s:.0f} s > {args.compile_limit_s:.0f} s: skipped"
+            else:
+                record["torch_compile_us"] = summary(
+                    timer.time_each(lambda i: compiled(inputs[i % count], dim), calls, warmup))["median"]
+        except Exception as error:  # noqa: BLE001 - any compile failure is reported, not fatal
+            record["compile_note"] = f"torch.compile failed: {type(error).__name__}: {str(error)[:200]}"
+
+    if item["group"] == "decode":
+        record["graph_us"] = graph_time(timer, lambda i: smx_op(inputs[i], dim, out=outputs[i]), count, args, record)
+        record["torch_graph_us"] = graph_time(timer, lambda i: eager(inputs[i], dim), count, args, record)
+
+
+def graph_time(timer, call, count, args, record):
+    """Per-call microseconds of a CUDA graph holding one call per input buffer, replayed."""
+    captured = min(count, 4096)
+    try:
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for i in range(2):  # warm-up on the capture stream, as torch's graph docs ask
+                call(i % captured)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(graph):
+            for i in range(captured):
+                call(i)
+        replays = 5 if args.quick else 10
+        micros = timer.time_each(lambda i: graph.replay(), replays, 2)
+        return summary(micros)["median"] / captured
+    except Exception as error:  # noqa: BLE001
+        record["error"] = f"graph capture failed: {type(error).__name__}: {str(error)[:200]}"
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reporting
+# ---------------------------------------------------------------------------------------------------
+
+def pct(us, nbytes, copy_bps):
+    return None if us is None else 100.0 * nbytes / (us * 1e-6) / copy_bps
+
+
+def finish_record(record, copy_bps, meta):
+    nbytes = record["bytes"]
+    record["smx_pct_of_copy"] = pct(record["smx_us"], nbytes, copy_bps)
+    record["torch_pct_of_copy"] = pct(record["torch_us"], nbytes, copy_bps)
+    record["torch_compile_pct_of_copy"] = pct(record["torch_compile_us"], nbytes, copy_bps)
+    record["speedup"] = (record["torch_us"] / record["smx_us"]) if record["smx_us"] and record["torch_us"] else None
+    record.update(meta)
+
+
+def fmt(value, spec):
+    """value formatted by spec ("10.1f"), or a dash padded to the same width when there is none."""
+    width = spec.split(".")[0]
+    return format("-", ">" + width) if value is None else format(value, spec)
+
+
+def print_row(record):
+    print(f"{record['op']:<11} {record['x_dtype'] + '->' + record['y_dtype']:<10} {record['label']:<24} "
+          f"{fmt(record['smx_us'], '10.1f')} {fmt(record['torch_us'], '10.1f')} {fmt(record['torch_compile_us'], '10.1f')} "
+          f"{fmt(record['smx_pct_of_copy'], '6.1f')}% {fmt(record['torch_pct_of_copy'], '6.1f')}% "
+          f"{fmt(record['speedup'], '6.2f')}x  {record['check']} {fmt(record['max_err_ratio'], '.3g')}"
+          f"{'  ' + record['error'] if record.get('error') else ''}", flush=True)
+
+
+def print_summary(records):
+    timed = [r for r in records if r["speedup"] is not None]
+    failed = [r for r in records if r["check"] != "ok"]
+    print(f"\n{len(records)} cases, {len(failed)} failed the check")
+    if timed:
+        slowest = min(timed, key=lambda r: r["speedup"])
+        print(f"speedup over torch eager: median {statistics.median(r['speedup'] for r in timed):.2f}x, "
+              f"min {slowest['speedup']:.2f}x ({slowest['op']} {slowest['x_dtype']}->{slowest['y_dtype']} "
+              f"{slowest['label']})")
+    for group, target in TARGET_PCT.items():
+        members = [r for r in records if r["group"] == group and r["smx_pct_of_copy"] is not None]
+        under = [r for r in members if r["smx_pct_of_copy"] < target]
+        print(f"{group}: {len(under)} of {len(members)} cases under {target:.0f}% of copy bandwidth")
+        for r in under:
+            print(f"  {r['op']} {r['x_dtype']}->{r['y_dtype']} {r['label']}: {r['smx_pct_of_copy']:.1f}%")
+
+
+def plot(records, copy_tbps, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not installed: no plot written to {path}")
+        return
+    groups = [g for g in ("lastdim", "layouts", "decode", "custom") if any(r["group"] == g for r in records)]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(22, 5.5 * len(groups)), squeeze=False)
+    for axis, group in zip(axes[:, 0], groups):
+        members = [r for r in records if r["group"] == group]
+        positions = range(len(members))
+        for key, label, marker in (("smx_us", "smx", "o"), ("torch_us", "torch eager", "s"),
+                                   ("torch_compile_us", "torch.compile", "^")):
+            rates = [r["bytes"] / (r[key] * 1e-6) / 1e12 if r.get(key) else float("nan") for r in members]
+            axis.plot(positions, rates, marker, label=label, markersize=4)
+        axis.axhline(copy_tbps, color="gray", linestyle="--", label=f"copy {copy_tbps:.2f} TB/s")
+        axis.set_xticks(list(positions))
+        axis.set_xticklabels([f"{r['label']} {r['x_dtype']}->{r['y_dtype']} {'log' if r['op'] == 'log_softmax' else ''}"
+                              for r in members], rotation=90, fontsize=6)
+        axis.set_ylabel("TB/s (x read + y written)")
+        axis.set_title(f"{group}: smx vs PyTorch")
+        axis.legend(fontsize=8)
+        axis.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def case_key(record):
+    return (record["op"], record["label"], record["x_dtype"], record["y_dtype"])
+
+
+def main():
+    args = parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("compare_torch.py needs a CUDA device visible to PyTorch")
+    smx = import_smx()
+    generator = torch.Generator(device="cuda")
+    seed = args.seed if args.seed is not None else time.time_ns() % (1 << 63)
+    generator.manual_seed(seed)
+    properties = torch.cuda.get_device_properties(0)
+    timer = Timer()
+    copy_bps = copy_bandwidth(timer, args.quick)
+    meta = {"device": properties.name, "commit": commit_text(args),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    print(f"compare_torch: smx {smx.version()} ({smx.library_path()}), torch {torch.__version__}, "
+          f"commit {meta['commit']}, seed {seed}")
+    print(f"device: {properties.name}, L2 {properties.L2_cache_size / 2**20:.0f} MiB; "
+          f"copy bandwidth {copy_bps / 1e12:.3f} TB/s (device-to-device copy of 1 GiB, bytes read + written)")
+    print(f"{'op':<11} {'x->y':<10} {'shape':<24} {'smx us':>10} {'torch us':>10} {'compile us':>10} "
+          f"{'smx%':>7} {'torch%':>7} {'speedup':>7}  check")
+
+    records = []
+    for item, pairs in select_cases(args):
+        for x_dtype in dict.fromkeys(x for x, _ in pairs):  # inputs made once per (layout, x dtype)
+            x_bytes = math.prod(item["shape"]) * x_dtype.itemsize
+            count = max(1, math.ceil(4 * properties.L2_cache_size / x_bytes))
+            inputs = make_inputs(item, x_dtype, count, generator)
+            for _, y_dtype in [p for p in pairs if p[0] == x_dtype]:
+                for op in args.ops:
+                    print(f"[{len(records) + 1}] {op} {NAMES[x_dtype]}->{NAMES[y_dtype]} {item['label']}",
+                          file=sys.stderr, flush=True)
+                    record = run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator)
+                    finish_record(record, copy_bps, meta)
+                    print_row(record)
+                    records.append(record)
+            del inputs
+            torch.cuda.empty_cache()
+
+    print_summary(records)
+    if args.out:
+        merged = records
+        if args.append and os.path.exists(args.out):
+            with open(args.out) as file:
+                earlier = json.load(file)["records"]
+            fresh = {case_key(r) for r in records}
+            merged = [r for r in earlier if case_key(r) not in fresh] + records
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as file:
+            json.dump({"tool": "compare_torch", "torch_version": torch.__version__, "seed": seed,
+                       "copy_tbps": copy_bps / 1e12,
+                       "copy_method": "device-to-device copy of 1 GiB (torch copy_), bytes read + written",
+                       **meta, "records": merged}, file, indent=1)
+        print(f"wrote {args.out} ({len(merged)} records)")
+        records = merged
+    if args.plot:
+        plot(records, copy_bps / 1e12, args.plot)
+    return 1 if any(r["check"] != "ok" for r in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
