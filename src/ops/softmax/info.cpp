@@ -74,6 +74,12 @@ void offset_range(const smxTensorDescriptor& t, SoftmaxOperandLayout* layout) {
     }
 }
 
+// Whether outer_stride == inner_stride * inner_size; a product past int64 (huge strides) equals no stride.
+bool strides_chain(std::int64_t outer_stride, std::int64_t inner_stride, std::int64_t inner_size) {
+    std::int64_t product;
+    return !__builtin_mul_overflow(inner_stride, inner_size, &product) && product == outer_stride;
+}
+
 // Merges neighbouring index dims (outer, inner) whose strides chain in both x and y, so a contiguous
 // block of rows becomes one dimension.
 std::vector<IndexDim> collapse(const std::vector<IndexDim>& dims) {
@@ -81,7 +87,7 @@ std::vector<IndexDim> collapse(const std::vector<IndexDim>& dims) {
     for (const IndexDim& dim : dims) {
         if (!merged.empty()) {
             IndexDim& outer = merged.back();
-            if (outer.x_stride == dim.x_stride * dim.size && outer.y_stride == dim.y_stride * dim.size) {
+            if (strides_chain(outer.x_stride, dim.x_stride, dim.size) && strides_chain(outer.y_stride, dim.y_stride, dim.size)) {
                 outer = {outer.size * dim.size, dim.x_stride, dim.y_stride};
                 continue;
             }
