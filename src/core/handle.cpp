@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/api_guard.hpp"
+#include "core/enum_value.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
 
@@ -26,11 +27,10 @@ int cpu_thread_budget() {
     return hardware > 0 ? static_cast<int>(hardware) : 1;
 }
 
-smxStatus_t create_handle(smxHandle_t* out, smxDeviceType_t device_type, int device_id) {
+smxStatus_t create_handle(smxHandle_t* out, int device_type, int device_id) {
     if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "handle (the output pointer) is NULL");
     *out = nullptr;
     smxHandle candidate{};
-    candidate.device_type = device_type;
     candidate.device_id = device_id;
     candidate.cpu_threads = cpu_thread_budget();
     switch (device_type) {
@@ -39,6 +39,7 @@ smxStatus_t create_handle(smxHandle_t* out, smxDeviceType_t device_type, int dev
                 return fail(SMX_STATUS_BAD_PARAM_DEVICE, "CPU device id {} out of range: the CPU is device 0",
                             device_id);
             }
+            candidate.device_type = SMX_DEVICE_CPU;
             candidate.limits.name = "cpu";
             candidate.limits.multiprocessor_count = candidate.cpu_threads;
             break;
@@ -47,6 +48,7 @@ smxStatus_t create_handle(smxHandle_t* out, smxDeviceType_t device_type, int dev
             if (device_id < 0) {
                 return fail(SMX_STATUS_BAD_PARAM_DEVICE, "CUDA device id {} is negative", device_id);
             }
+            candidate.device_type = SMX_DEVICE_CUDA;
             SMX_RETURN_IF_ERROR(cuda_query_device(device_id, &candidate.limits));
             break;
 #else
@@ -57,7 +59,7 @@ smxStatus_t create_handle(smxHandle_t* out, smxDeviceType_t device_type, int dev
         default:
             return fail(SMX_STATUS_BAD_PARAM_DEVICE,
                         "device type {} is not an smxDeviceType_t (SMX_DEVICE_CPU=1, SMX_DEVICE_CUDA=2)",
-                        static_cast<int>(device_type));
+                        device_type);
     }
     *out = new smxHandle(candidate);
     log_info("handle on {} device {} ({}, {} SMs/threads)", device_type == SMX_DEVICE_CPU ? "cpu" : "cuda",
@@ -71,7 +73,8 @@ smxStatus_t create_handle(smxHandle_t* out, smxDeviceType_t device_type, int dev
 extern "C" {
 
 SMX_API smxStatus_t smxCreate(smxHandle_t* handle, smxDeviceType_t deviceType, int deviceId) {
-    return smx::guard_api("smxCreate", [&] { return smx::create_handle(handle, deviceType, deviceId); });
+    const int device_type = smx::raw_enum_value(deviceType);
+    return smx::guard_api("smxCreate", [&] { return smx::create_handle(handle, device_type, deviceId); });
 }
 
 SMX_API smxStatus_t smxDestroy(smxHandle_t handle) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/enum_value.hpp"
 #include "core/error.hpp"
 
 namespace smx {
@@ -129,10 +130,10 @@ void log_message(smxLogLevel_t level, const std::string& message) {
 
 extern "C" {
 
-SMX_API smxStatus_t smxSetLogLevel(smxLogLevel_t level) {
+SMX_API smxStatus_t smxSetLogLevel(smxLogLevel_t level_argument) {
+    const int level = smx::raw_enum_value(level_argument);
     if (!smx::is_level(level)) {
-        return smx::fail(SMX_STATUS_BAD_PARAM, "log level {} is not an smxLogLevel_t (0..4, or 6 for off)",
-                         static_cast<int>(level));
+        return smx::fail(SMX_STATUS_BAD_PARAM, "log level {} is not an smxLogLevel_t (0..4, or 6 for off)", level);
     }
     smx::current_level();  // settle the environment default first so it cannot overwrite this choice
     smx::g_level_chosen.store(true);

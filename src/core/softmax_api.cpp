@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/api_guard.hpp"
+#include "core/enum_value.hpp"
 #include "core/error.hpp"
 #include "core/handle.hpp"
 #include "core/logging.hpp"
@@ -25,7 +26,7 @@ struct smxSoftmaxDescriptor {
 namespace smx {
 namespace {
 
-smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, smxSoftmaxMode_t mode, int axis,
+smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, int mode, int axis,
                               smxTensorDescriptor_t y_desc, smxTensorDescriptor_t x_desc) {
     if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc (the output pointer) is NULL");
     *out = nullptr;
@@ -78,8 +79,9 @@ extern "C" {
 SMX_API smxStatus_t smxCreateSoftmaxDescriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* desc,
                                                smxSoftmaxMode_t mode, int axis, smxTensorDescriptor_t yDesc,
                                                smxTensorDescriptor_t xDesc) {
+    const int mode_value = smx::raw_enum_value(mode);
     return smx::guard_api("smxCreateSoftmaxDescriptor",
-                          [&] { return smx::create_descriptor(handle, desc, mode, axis, yDesc, xDesc); });
+                          [&] { return smx::create_descriptor(handle, desc, mode_value, axis, yDesc, xDesc); });
 }
 
 SMX_API smxStatus_t smxGetSoftmaxWorkspaceSize(smxSoftmaxDescriptor_t desc, size_t* workspaceBytes) {

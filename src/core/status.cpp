@@ -2,6 +2,7 @@
 #include <string>
 #include <utility>
 
+#include "core/enum_value.hpp"
 #include "core/error.hpp"
 #include "smx/smx_status.h"
 
@@ -19,8 +20,8 @@ void set_last_error(std::string message) { g_last_error = std::move(message); }
 
 extern "C" {
 
-SMX_API const char* smxGetStatusString(smxStatus_t status) {
-    switch (status) {
+SMX_API const char* smxGetStatusString(smxStatus_t status_argument) {
+    switch (smx::raw_enum_value(status_argument)) {
         case SMX_STATUS_SUCCESS: return "SMX_STATUS_SUCCESS: success";
         case SMX_STATUS_BAD_PARAM: return "SMX_STATUS_BAD_PARAM: invalid parameter (smxGetLastErrorMessage() says which)";
         case SMX_STATUS_BAD_PARAM_NULL_POINTER: return "SMX_STATUS_BAD_PARAM_NULL_POINTER: a required pointer is NULL";

@@ -6,6 +6,7 @@
 
 #include "common/dtype.hpp"
 #include "core/api_guard.hpp"
+#include "core/enum_value.hpp"
 #include "core/error.hpp"
 
 namespace smx {
@@ -21,12 +22,13 @@ std::string format_dims(const std::int64_t* dims, int ndim) {
 
 namespace {
 
-smxStatus_t validate_and_fill(smxTensorDescriptor* out, smxDataType_t dtype, int ndim, const std::int64_t* shape,
+smxStatus_t validate_and_fill(smxTensorDescriptor* out, int dtype_value, int ndim, const std::int64_t* shape,
                               const std::int64_t* strides) {
-    if (!is_valid_dtype(dtype)) {
+    if (!is_valid_dtype(dtype_value)) {
         return fail(SMX_STATUS_BAD_PARAM_DTYPE, "dtype {} is not an smxDataType_t (F16=1, BF16=2, F32=3, F64=4)",
-                    static_cast<int>(dtype));
+                    dtype_value);
     }
+    const auto dtype = static_cast<smxDataType_t>(dtype_value);
     if (ndim < 1 || ndim > SMX_MAX_DIMS) {
         return fail(SMX_STATUS_BAD_PARAM_NDIM, "ndim {} out of range: a tensor has 1 to {} dimensions", ndim,
                     SMX_MAX_DIMS);
@@ -97,12 +99,13 @@ extern "C" {
 
 SMX_API smxStatus_t smxCreateTensorDescriptor(smxTensorDescriptor_t* desc, smxDataType_t dtype, int ndim,
                                               const int64_t* shape, const int64_t* strides) {
+    const int dtype_value = smx::raw_enum_value(dtype);
     return smx::guard_api("smxCreateTensorDescriptor", [&]() -> smxStatus_t {
         if (desc == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc (the output pointer) is NULL");
         *desc = nullptr;
         if (shape == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "shape is NULL");
         smxTensorDescriptor candidate{};
-        SMX_RETURN_IF_ERROR(smx::validate_and_fill(&candidate, dtype, ndim, shape, strides));
+        SMX_RETURN_IF_ERROR(smx::validate_and_fill(&candidate, dtype_value, ndim, shape, strides));
         *desc = new smxTensorDescriptor(candidate);
         return SMX_STATUS_SUCCESS;
     });

@@ -99,13 +99,13 @@ std::vector<IndexDim> collapse(const std::vector<IndexDim>& dims) {
 
 }  // namespace
 
-smxStatus_t make_softmax_info(smxSoftmaxMode_t mode, int axis, const smxTensorDescriptor* y,
+smxStatus_t make_softmax_info(int mode, int axis, const smxTensorDescriptor* y,
                               const smxTensorDescriptor* x, SoftmaxInfo* info) {
     if (x == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "xDesc is NULL");
     if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "yDesc is NULL");
     if (mode != SMX_SOFTMAX && mode != SMX_LOG_SOFTMAX) {
         return fail(SMX_STATUS_BAD_PARAM_MODE, "mode {} is not an smxSoftmaxMode_t (SMX_SOFTMAX=1, SMX_LOG_SOFTMAX=2)",
-                    static_cast<int>(mode));
+                    mode);
     }
     bool same_shape = x->ndim == y->ndim;
     for (int i = 0; same_shape && i < x->ndim; ++i) same_shape = x->shape[i] == y->shape[i];
@@ -127,7 +127,7 @@ smxStatus_t make_softmax_info(smxSoftmaxMode_t mode, int axis, const smxTensorDe
     SMX_RETURN_IF_ERROR(check_no_self_overlap(*y));
 
     SoftmaxInfo out;
-    out.mode = mode;
+    out.mode = static_cast<smxSoftmaxMode_t>(mode);
     out.x_dtype = x->dtype;
     out.y_dtype = y->dtype;
     out.ndim = ndim;

@@ -57,8 +57,8 @@ struct SoftmaxInfo {
     bool is_log() const { return mode == SMX_LOG_SOFTMAX; }
 };
 
-// Validates (mode, axis, y, x) and fills `info`. On failure returns the status and sets the last error.
-smxStatus_t make_softmax_info(smxSoftmaxMode_t mode, int axis, const smxTensorDescriptor* y,
+// Validates (mode, axis, y, x) and fills `info`. `mode` is the raw value a caller passed. On failure returns the status and sets the last error.
+smxStatus_t make_softmax_info(int mode, int axis, const smxTensorDescriptor* y,
                               const smxTensorDescriptor* x, SoftmaxInfo* info);
 
 // One line for logs: "softmax f16->f32 shape [8,1024] axis 1: Rows rows=8 row_len=1024 ...".
