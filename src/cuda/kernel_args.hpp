@@ -52,8 +52,8 @@ struct WarpShape {
 
 constexpr int kWarpKernelThreads = 128;  // 4 warps: small blocks keep the persistent grid evenly spread
 constexpr int kWarpMaxRowLen = 1024;     // 32 lanes x 32 register-held elements per lane
-constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 4 CTAs per SM with ~48 KB cached each
-constexpr int kSpatialMaxVectors = 8;    // spatial-tile: at most 8 x 16 bytes = 128 bytes of a row per tile
+constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs per SM
+constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes = 256 bytes of a row per tile
 
 // The instantiated warp shapes per 16-byte pack size (elements per 16 bytes of x), sorted by capacity.
 // Narrow rows: one pack per lane and 1..32 lanes, 2 rows per thread for two loads in flight. Wide rows:

@@ -205,7 +205,7 @@ TEST_CASE("cuda layouts: zero-size tensors succeed and write nothing", "[cuda]")
 namespace {
 
 // The spatial tile kernel's cases: (outer, n, inner) along axis 1, so one test names the tile shapes it
-// reaches: whole 128-byte tile rows, clusters of 2..16 CTAs, a partial last tile, inner narrower than a
+// reaches: whole 256-byte tile rows, clusters of 2..16 CTAs, a partial last tile, inner narrower than a
 // 16-byte vector, and a column too long for any cluster (the two-pass fallback).
 struct SpatialCase {
     std::int64_t outer, row_len, inner;
@@ -230,7 +230,7 @@ void check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t 
 TEST_CASE("cuda layouts: spatial tiles, clusters, partial tiles, narrow inner and the long-column fallback", "[cuda]") {
     CudaHandle handle;
     const SpatialCase cases[] = {
-        {3, 1000, 64, "spatial-tile"},      // 128-byte tile rows, a cluster per column tile
+        {3, 1000, 64, "spatial-tile"},      // wide tile rows, a cluster per column tile
         {2, 9000, 40, "spatial-tile"},      // narrower tile rows to fit a cluster of 8
         {1, 70000, 16, "spatial-tile"},     // a cluster of up to 16 at the opt-in limit
         {5, 300, 7, "spatial-tile"},        // inner narrower than one 16-byte vector
@@ -325,7 +325,7 @@ TEST_CASE("cuda layouts: special values along spatial columns split across a clu
     }
 }
 
-TEST_CASE("cuda layouts: a spatial tile split across a cluster, small", "[cuda][sanitize]") {
+TEST_CASE("cuda layouts: a small spatial tile split across a cluster", "[cuda][sanitize]") {
     CudaHandle handle;
     for (bool log_mode : {false, true}) {
         HostTensor x = make_tensor(SMX_DTYPE_F32, {2, 1500, 72});
