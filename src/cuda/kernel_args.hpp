@@ -21,7 +21,7 @@ struct SoftmaxKernelArgs {
     // Rows layout (warp, block-smem, block-online, split-row).
     std::int64_t x_row_stride = 0;
     std::int64_t y_row_stride = 0;
-    std::int64_t slice_len = 0;       // block-smem: elements per cluster CTA; split-row: elements per chunk
+    std::int64_t slice_len = 0;       // block-smem, spatial-tile: elements per cluster CTA; split-row: per chunk
     std::int64_t chunks = 0;          // split-row: chunks per row
     // Spatial and General layouts.
     std::int64_t x_axis_stride = 1;
@@ -34,7 +34,7 @@ struct SoftmaxKernelArgs {
     std::int64_t x_index_strides[SMX_MAX_DIMS] = {};
     std::int64_t y_index_strides[SMX_MAX_DIMS] = {};
     int index_ndim = 0;
-    int tile_width = 32;              // spatial: columns per tile, a power of two <= 32
+    int tile_width = 32;              // spatial: columns per tile (online: pow2 <= 32; tile: V x 16-byte pack)
     int threads_per_row = 32;         // general: 32 (a warp per row) or blockDim.x (a block per row)
     int log_mode = 0;                 // 1: log-softmax (a uniform runtime branch halves the instances)
     int x_vector = 0;                 // warp kernel: x base and row stride allow 16-byte loads (set by run())
@@ -52,6 +52,8 @@ struct WarpShape {
 
 constexpr int kWarpKernelThreads = 128;  // 4 warps: small blocks keep the persistent grid evenly spread
 constexpr int kWarpMaxRowLen = 1024;     // 32 lanes x 32 register-held elements per lane
+constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs per SM
+constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes = 256 bytes of a row per tile
 
 // The instantiated warp shapes per 16-byte pack size (elements per 16 bytes of x), sorted by capacity.
 // Narrow rows: one pack per lane and 1..32 lanes, 2 rows per thread for two loads in flight. Wide rows:
@@ -86,7 +88,8 @@ const void* block_smem_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dty
 const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
-const void* spatial_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 
 // Per-warp-kernel-file getters, one per x dtype (each file compiles in parallel).

@@ -334,9 +334,146 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
 
 // ---- Spatial and General layouts ----------------------------------------------------------------
 
+// Spatial-tile budget: bytes of cached x per CTA. Measured on the H200, a CTA's fixed latency (load, reduce,
+// cluster barrier) dominated 16-32 KB slices (40-65 % of copy): 64 KB stages ~192 KB per SM at 3 CTAs per
+// SM. Past it: the opt-in limit, 1 CTA per SM.
+constexpr std::size_t kSpatialSliceBudgets[] = {64 * 1024};
+// Few tiles are spread over more cluster CTAs (shorter slices) until the device has about this many CTAs
+// per SM, but never into slices shorter than kSpatialMinSlice axis positions (fixed costs would dominate).
+constexpr std::int64_t kSpatialSpreadCtasPerSm = 2;
+constexpr std::int64_t kSpatialMinSlice = 64;
+
+// A spatial-tile configuration: 16-byte vectors per tile row, cluster size, axis positions per CTA.
+struct SpatialTileChoice {
+    bool fits = false;
+    int vectors = 0;
+    int cluster = 1;
+    std::int64_t slice_len = 0;
+    std::size_t shared_bytes = 0;
+};
+
+// The first configuration that caches whole columns: wide tile rows (256 bytes) and the smallest cluster
+// within the per-CTA budget, then narrower rows (down to 32 bytes), then the opt-in limit with clusters
+// up to 16 (non-portable) and rows down to 16 bytes. fits = false: no cluster holds a column.
+smxStatus_t choose_spatial_tile(const SoftmaxInfo& info, const DeviceLimits& limits, const void* kernel,
+                                SpatialTileChoice* choice) {
+    *choice = {};
+    cudaFuncAttributes attributes{};
+    cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+    if (error != cudaSuccess) return cuda::cuda_failure(error, "reading the spatial-tile kernel's attributes");
+    const std::size_t static_bytes = attributes.sharedSizeBytes;
+    if (limits.shared_memory_per_block_optin <= static_bytes) return SMX_STATUS_SUCCESS;
+    // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
+    const std::size_t dynamic_limit = limits.shared_memory_per_block_optin - static_bytes;
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_limit));
+    if (error != cudaSuccess) return cuda::cuda_failure(error, "raising the spatial-tile kernel's shared memory limit");
+    const bool clusters = limits.cluster_launch && limits.compute_capability_major >= 9;
+    if (clusters) {
+        error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing clusters of 16 for the spatial-tile kernel");
+    }
+    const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(info.x_dtype));
+    const int max_vectors =
+        static_cast<int>(std::min<std::int64_t>(cuda::kSpatialMaxVectors, next_pow2(ceil_div(info.inner, pack))));
+
+    // Whether (vectors, cluster) caches a slice within `budget` bytes and the device can place it.
+    const auto try_config = [&](int vectors, int cluster, std::size_t budget, bool* placed) -> smxStatus_t {
+        *placed = false;
+        const std::int64_t slice_len = ceil_div(info.row_len, cluster);
+        const std::size_t shared_bytes = static_cast<std::size_t>(slice_len) * static_cast<std::size_t>(vectors) * 16;
+        if (shared_bytes > std::min(budget, dynamic_limit)) return SMX_STATUS_SUCCESS;
+        if (cluster == 1) {
+            int blocks = 0;
+            SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, cuda::kSpatialTileThreads, shared_bytes, &blocks));
+            if (blocks == 0) return SMX_STATUS_SUCCESS;
+        } else {
+            cudaLaunchAttribute cluster_attribute{};
+            cluster_attribute.id = cudaLaunchAttributeClusterDimension;
+            cluster_attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+            cluster_attribute.val.clusterDim.y = 1;
+            cluster_attribute.val.clusterDim.z = 1;
+            cudaLaunchConfig_t config{};
+            config.gridDim = dim3(static_cast<unsigned>(cluster));
+            config.blockDim = dim3(static_cast<unsigned>(cuda::kSpatialTileThreads));
+            config.dynamicSmemBytes = shared_bytes;
+            config.attrs = &cluster_attribute;
+            config.numAttrs = 1;
+            int active = 0;
+            if (cudaOccupancyMaxActiveClusters(&active, kernel, &config) != cudaSuccess) {
+                (void)cudaGetLastError();  // e.g. a cluster of 16 this device cannot place: not a failure
+                return SMX_STATUS_SUCCESS;
+            }
+            if (active == 0) return SMX_STATUS_SUCCESS;
+        }
+        *choice = {true, vectors, cluster, slice_len, shared_bytes};
+        *placed = true;
+        return SMX_STATUS_SUCCESS;
+    };
+
+    bool placed = false;
+    const int max_cluster = clusters ? 8 : 1;
+    for (const std::size_t budget : kSpatialSliceBudgets) {
+        for (int vectors = max_vectors; vectors >= std::min(max_vectors, 2) && !placed; vectors /= 2) {
+            for (int cluster = 1; cluster <= max_cluster && !placed; cluster *= 2) {
+                SMX_RETURN_IF_ERROR(try_config(vectors, cluster, budget, &placed));
+            }
+        }
+        if (placed) break;
+    }
+    for (int vectors = max_vectors; vectors >= 1 && !placed; vectors /= 2) {
+        for (int cluster = 1; cluster <= (clusters ? 16 : 1) && !placed; cluster *= 2) {
+            SMX_RETURN_IF_ERROR(try_config(vectors, cluster, dynamic_limit, &placed));
+        }
+    }
+    if (!placed) return SMX_STATUS_SUCCESS;
+    // Few tiles would leave SMs idle: split each column over more CTAs while slices stay long enough.
+    const std::int64_t tiles = info.outer * ceil_div(info.inner, choice->vectors * pack);
+    const std::int64_t wanted_ctas = kSpatialSpreadCtasPerSm * limits.multiprocessor_count;
+    while (choice->cluster < max_cluster && tiles * choice->cluster < wanted_ctas &&
+           ceil_div(info.row_len, 2 * choice->cluster) >= kSpatialMinSlice) {
+        const SpatialTileChoice before = *choice;
+        SMX_RETURN_IF_ERROR(try_config(before.vectors, before.cluster * 2, before.shared_bytes, &placed));
+        if (!placed) {
+            *choice = before;
+            break;
+        }
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
 smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
-    const void* kernel = cuda::spatial_softmax_kernel(info.x_dtype, info.y_dtype);
-    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial"));
+    plan->family = KernelFamily::Spatial;
+    plan->args.x_axis_stride = info.x.axis_stride;
+    plan->args.y_axis_stride = info.y.axis_stride;
+    plan->args.inner = info.inner;
+    plan->args.x_outer_stride = info.x.outer_stride;
+    plan->args.y_outer_stride = info.y.outer_stride;
+    plan->launch_count = 1;
+
+    // (a) Whole columns cached on chip by one CTA or a cluster: x read once, y written once.
+    const void* tile_kernel = cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(tile_kernel, info, "spatial-tile"));
+    SpatialTileChoice tile;
+    SMX_RETURN_IF_ERROR(choose_spatial_tile(info, limits, tile_kernel, &tile));
+    if (tile.fits) {
+        const int width = tile.vectors * static_cast<int>(16 / dtype_size(info.x_dtype));
+        const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
+        const std::int64_t clusters = std::min<std::int64_t>(info.outer * tiles_per_outer, INT_MAX / tile.cluster);
+        const unsigned grid = static_cast<unsigned>(clusters * tile.cluster);
+        plan->args.tiles_per_outer = tiles_per_outer;
+        plan->args.tile_width = width;
+        plan->args.slice_len = tile.slice_len;
+        plan->launches[0] = {tile_kernel, dim3(grid), dim3(cuda::kSpatialTileThreads), tile.shared_bytes,
+                             tile.cluster > 1 ? static_cast<unsigned>(tile.cluster) : 0u};
+        plan->text = fmt::format("cuda spatial-tile tile={} vectors={} cluster={} slice={} smem={} threads={} grid={}",
+                                 width, tile.vectors, tile.cluster, tile.slice_len, tile.shared_bytes,
+                                 cuda::kSpatialTileThreads, grid);
+        return SMX_STATUS_SUCCESS;
+    }
+
+    // (b) Columns too long for any cluster: online statistics, then a second read of x.
+    const void* kernel = cuda::spatial_online_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial-online"));
     const int width = static_cast<int>(std::min<std::int64_t>(32, next_pow2(info.inner)));
     const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
     const std::int64_t tiles = info.outer * tiles_per_outer;
@@ -348,17 +485,11 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
     int blocks = 0;
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &blocks));
     const unsigned grid = persistent_grid(tiles, blocks, limits.multiprocessor_count);
-    plan->family = KernelFamily::Spatial;
-    plan->args.x_axis_stride = info.x.axis_stride;
-    plan->args.y_axis_stride = info.y.axis_stride;
-    plan->args.inner = info.inner;
     plan->args.tiles_per_outer = tiles_per_outer;
-    plan->args.x_outer_stride = info.x.outer_stride;
-    plan->args.y_outer_stride = info.y.outer_stride;
     plan->args.tile_width = width;
     plan->launches[0] = {kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), 0, 0};
-    plan->launch_count = 1;
-    plan->text = fmt::format("cuda spatial tile={} axis_threads={} threads={} grid={}", width, threads / width, threads, grid);
+    plan->text = fmt::format("cuda spatial-online tile={} axis_threads={} threads={} grid={}", width, threads / width,
+                             threads, grid);
     return SMX_STATUS_SUCCESS;
 }
 

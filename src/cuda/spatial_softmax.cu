@@ -1,19 +1,280 @@
 // spatial_softmax.cu - Spatial layout: the axis is strided and `inner` is contiguous in x and y; element
-// (o, j, i) sits at o * outer_stride + j * axis_stride + i. A CTA owns a tile of tile_width (W <= 32)
-// inner columns of one outer index: thread t takes column t % W and axis positions t / W, t / W + T / W,
-// ... (T threads), so each warp reads 32/W axis positions of W consecutive columns, coalesced. Per-thread
-// online (max, sum), combined per column across lanes (shuffles) and warps (shared memory), then a
-// second pass re-reads x and writes y. Traffic: x read twice (the second mostly from L2), y written once.
-// Narrow inner (< 32) shrinks W and spends the other lanes on the axis instead of idling them.
+// (o, j, i) sits at o * outer_stride + j * axis_stride + i. Two kernels:
+//
+// spatial-tile (the fast path): a CTA owns a tile of W = V x P contiguous inner columns (V 16-byte vectors
+// of P elements) of one outer index over a slice of the axis, and caches it in shared memory in the input
+// dtype (cp.async, 16 bytes at a time, when x's addresses allow; element-wise otherwise). A cluster of C
+// CTAs (sm_90) splits a column that one CTA cannot hold: each CTA folds its slice into per-column
+// (max, sum) partials, the cluster exchanges them through distributed shared memory, and every CTA folds
+// them in the same order. Traffic: x read once, y written once. Thread t handles vector t % V at axis
+// positions t / V + k * (T / V): a warp touches 32 / V rows of V * 16 contiguous bytes, coalesced, and
+// shared memory is read as whole 16-byte vectors without bank conflicts.
+//
+// spatial-online (fallback for columns too long to cache even across a cluster of 16): lanes along the
+// columns, per-thread online (max, sum) over the thread's axis share, combined across lanes and warps,
+// then a second pass re-reads x. Traffic: x read twice, y written once.
+#include <cooperative_groups.h>
+
+#include <type_traits>
+
 #include "cuda/softmax_common.cuh"
 
 namespace smx::cuda {
 namespace {
 
+// ---- thread-block cluster primitives (a cluster of 1 without sm_90) -----------------------------------
+
+__device__ __forceinline__ unsigned cluster_rank() {
+#if __CUDA_ARCH__ >= 900
+    return cooperative_groups::this_cluster().block_rank();
+#else
+    return 0u;
+#endif
+}
+
+__device__ __forceinline__ unsigned cluster_size() {
+#if __CUDA_ARCH__ >= 900
+    return cooperative_groups::this_cluster().num_blocks();
+#else
+    return 1u;
+#endif
+}
+
+// Whole-cluster barrier: shared memory written before it is visible to every peer after it.
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+    cooperative_groups::this_cluster().sync();
+#endif
+}
+
+// Split barrier: arrive once done reading peers, wait before touching what peers may still read. The
+// store pass runs between the two, so no CTA idles on the barrier.
+__device__ __forceinline__ void cluster_arrive() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+// Element `slot` of peer `rank`'s copy of a shared array (distributed shared memory on sm_90).
+template <class T>
+__device__ __forceinline__ T read_peer(T* array, int slot, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+    return *cooperative_groups::this_cluster().map_shared_rank(array + slot, rank);
+#else
+    return array[slot];
+#endif
+}
+
+__device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const void* global_source) {
+    const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
+    const std::size_t global_address = __cvta_generic_to_global(global_source);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
+}
+
+__device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// ---- column statistics ---------------------------------------------------------------------------
+// The tile kernel keeps (max, sum) per column with NaN carried by the sum alone: the max skips NaN (one
+// instruction instead of three), every value is exponentiated relative to a finite shift, so a NaN, or
+// +inf (inf - inf), always reaches the sum, and the sum's NaN survives every merge.
+
+__device__ __forceinline__ float max_skip_nan(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double max_skip_nan(double a, double b) { return fmax(a, b); }
+
+// The value subtracted before exp: the max, or 0 when every value is -inf (avoids -inf - -inf = NaN).
+template <class C>
+__device__ __forceinline__ C shift_of(C max) {
+    return max == neg_inf<C>() ? C(0) : max;
+}
+
+template <class C>
+__device__ __forceinline__ Stats<C> merge_column_stats(Stats<C> a, Stats<C> b) {
+    const C max = max_skip_nan(a.max, b.max);
+    if (max == neg_inf<C>()) return {max, a.sum + b.sum};  // 0, or NaN if either saw a NaN
+    return {max, a.sum * exp_of(a.max - max) + b.sum * exp_of(b.max - max)};
+}
+
+template <class X, class Y>
+__global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    constexpr int kPack = kPackOf<X>;
+    constexpr int kWarps = kSpatialTileThreads / 32;
+    constexpr int kMaxWidth = kSpatialMaxVectors * kPack;
+    constexpr std::uintptr_t kStoreAlign = kStoreAlignment<Y, kPack>;
+    // f32 softmax keeps exp(x - local max) in the cache in place of x (same size): the store pass then
+    // multiplies instead of exponentiating again.
+    constexpr bool kCanCacheExp = std::is_same<X, float>::value;
+    extern __shared__ __align__(16) unsigned char dynamic_shared[];
+    __shared__ Stats<C> warp_partials[kWarps][kMaxWidth];
+    __shared__ Stats<C> cta_partials[kMaxWidth];  // this CTA's per-column stats, read by its cluster peers
+    __shared__ Stats<C> column_stats[kMaxWidth];  // the whole column's stats
+
+    const X* x = static_cast<const X*>(args.x);
+    Y* y = static_cast<Y*>(args.y);
+    X* cache = reinterpret_cast<X*>(dynamic_shared);  // [slice row][tile column]
+    const bool log_mode = args.log_mode != 0;
+    const bool cache_exp = kCanCacheExp && !log_mode;
+    const int width = args.tile_width;
+    const int vectors = width / kPack;  // a power of two <= kSpatialMaxVectors
+    const int tid = threadIdx.x;
+    const int lane = tid % 32;
+    const int vector = tid & (vectors - 1);
+    const int axis_group = tid / vectors;
+    const int axis_groups = kSpatialTileThreads / vectors;
+    const unsigned rank = cluster_rank();
+    const unsigned ranks = cluster_size();
+    const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
+    const std::int64_t remaining = args.row_len - slice_begin;
+    const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
+    const std::int64_t tiles = (args.rows / args.inner) * args.tiles_per_outer;
+    // Every vector of x starts 16-byte aligned (and every y vector store-aligned) iff base and strides are.
+    const bool x_vector_loads = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+                           (args.x_axis_stride * static_cast<std::int64_t>(sizeof(X))) % 16 == 0 &&
+                           (args.x_outer_stride * static_cast<std::int64_t>(sizeof(X))) % 16 == 0;
+    const bool y_vector_stores = reinterpret_cast<std::uintptr_t>(y) % kStoreAlign == 0 &&
+                           (args.y_axis_stride * static_cast<std::int64_t>(sizeof(Y))) % kStoreAlign == 0 &&
+                           (args.y_outer_stride * static_cast<std::int64_t>(sizeof(Y))) % kStoreAlign == 0;
+
+    for (std::int64_t tile = blockIdx.x / ranks; tile < tiles; tile += gridDim.x / ranks) {
+        const std::int64_t outer = tile / args.tiles_per_outer;
+        const std::int64_t column = (tile % args.tiles_per_outer) * width + vector * kPack;  // this thread's first
+        const std::int64_t columns_left = args.inner - column;
+        const int valid = static_cast<int>(columns_left < 0 ? 0 : (columns_left < kPack ? columns_left : kPack));
+        const X* x_vector = x + outer * args.x_outer_stride + slice_begin * args.x_axis_stride + column;
+        Y* y_vector = y + outer * args.y_outer_stride + slice_begin * args.y_axis_stride + column;
+        X* cache_vector = cache + vector * kPack;
+
+        __syncthreads();  // the previous tile's store pass is done reading the cache
+        if (x_vector_loads && valid == kPack) {
+            for (int r = axis_group; r < count; r += axis_groups) {
+                copy_16_bytes_async(cache_vector + r * width, x_vector + r * args.x_axis_stride);
+            }
+        } else {
+            for (int r = axis_group; r < count; r += axis_groups) {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) cache_vector[r * width + k] = k < valid ? x_vector[r * args.x_axis_stride + k] : X{};
+            }
+        }
+        wait_async_copies();
+        __syncthreads();
+
+        // This thread's share of its kPack columns: the max, then the sum of exp relative to it.
+        C local_max[kPack];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) local_max[k] = neg_inf<C>();
+#pragma unroll 4
+        for (int r = axis_group; r < count; r += axis_groups) {
+            C values[kPack];
+            load_pack(cache_vector + r * width, values);
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], values[k]);
+        }
+        C local_shift[kPack];
+        C local_sum[kPack];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            local_shift[k] = shift_of(local_max[k]);
+            local_sum[k] = C(0);
+        }
+#pragma unroll 4
+        for (int r = axis_group; r < count; r += axis_groups) {
+            C values[kPack];
+            load_pack(cache_vector + r * width, values);
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                values[k] = exp_of(values[k] - local_shift[k]);
+                local_sum[k] += values[k];
+            }
+            if constexpr (kCanCacheExp) {
+                if (cache_exp) {
+                    Packed<C, kPack> exps;
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) exps.value[k] = values[k];
+                    *reinterpret_cast<Packed<C, kPack>*>(cache_vector + r * width) = exps;
+                }
+            }
+        }
+
+        // Fold lanes of the same vector (they differ in the lane bits >= log2(V)), then the warps.
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            Stats<C> stats{local_max[k], local_sum[k]};
+            for (int offset = 16; offset >= vectors; offset /= 2) {
+                const Stats<C> other{__shfl_xor_sync(0xffffffffu, stats.max, offset),
+                                     __shfl_xor_sync(0xffffffffu, stats.sum, offset)};
+                stats = merge_column_stats(stats, other);
+            }
+            if (lane < vectors) warp_partials[tid / 32][vector * kPack + k] = stats;
+        }
+        __syncthreads();
+        if (tid < width) {
+            Stats<C> stats = warp_partials[0][tid];
+            for (int w = 1; w < kWarps; ++w) stats = merge_column_stats(stats, warp_partials[w][tid]);
+            if (ranks > 1) {
+                cta_partials[tid] = stats;
+            } else {
+                column_stats[tid] = stats;
+            }
+        }
+        if (ranks > 1) {
+            cluster_sync();
+            // Every CTA folds the ranks in the same order: identical statistics across the cluster.
+            if (tid < width) {
+                Stats<C> stats = read_peer(cta_partials, tid, 0);
+                for (unsigned r = 1; r < ranks; ++r) stats = merge_column_stats(stats, read_peer(cta_partials, tid, r));
+                column_stats[tid] = stats;
+            }
+            cluster_arrive();
+        }
+        __syncthreads();
+
+        C shift[kPack], inverse_sum[kPack], log_sum[kPack], exp_scale[kPack];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            const Stats<C> stats = column_stats[vector * kPack + k];
+            shift[k] = shift_of(stats.max);
+            inverse_sum[k] = C(1) / stats.sum;
+            log_sum[k] = log_of(stats.sum);
+            // Cached exp(x - local shift) times this is exp(x - shift) / sum. A share of only -inf (or NaN)
+            // cached 0 (or NaN): scale 0 keeps it so instead of risking exp overflow times 0.
+            exp_scale[k] = local_max[k] == neg_inf<C>() ? C(0) * inverse_sum[k]
+                                                        : exp_of(local_max[k] - shift[k]) * inverse_sum[k];
+        }
+#pragma unroll 4
+        for (int r = axis_group; r < count; r += axis_groups) {
+            C values[kPack];
+            load_pack(cache_vector + r * width, values);
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                values[k] = cache_exp ? values[k] * exp_scale[k]
+                                      : softmax_output(values[k] - shift[k], inverse_sum[k], log_sum[k], log_mode);
+            }
+            Y* target = y_vector + r * args.y_axis_stride;
+            if (y_vector_stores && valid == kPack) {
+                store_pack<Y, kPack>(target, values);
+            } else {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    if (k < valid) target[k] = StoreAs<Y>::from(values[k]);
+                }
+            }
+        }
+        if (ranks > 1) cluster_wait();  // peers are done reading cta_partials: it may be rewritten or freed
+    }
+}
+
+// ---- spatial-online (two-pass fallback) ----------------------------------------------------------
+
 constexpr int kSpatialUnroll = 4;  // axis positions in flight per thread and loop step
 
 template <class X, class Y>
-__global__ void __launch_bounds__(1024) spatial_softmax(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> column_partials[1024];  // [warp][column in tile]
     const X* x = static_cast<const X*>(args.x);
@@ -83,10 +344,17 @@ __global__ void __launch_bounds__(1024) spatial_softmax(const SoftmaxKernelArgs 
 
 }  // namespace
 
-const void* spatial_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
     return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
         return reinterpret_cast<const void*>(
-            &spatial_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+            &spatial_tile_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+    });
+}
+
+const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+        return reinterpret_cast<const void*>(
+            &spatial_online_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
     });
 }
 

@@ -3,6 +3,8 @@
 #if SMX_TEST_WITH_CUDA
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -197,6 +199,141 @@ TEST_CASE("cuda layouts: zero-size tensors succeed and write nothing", "[cuda]")
         // NULL data is fine: there is nothing to read or write.
         SMX_REQUIRE_OK(smxSoftmaxForward(desc.desc, nullptr, 0, nullptr, nullptr, nullptr));
         SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
+    }
+}
+
+namespace {
+
+// The spatial tile kernel's cases: (outer, n, inner) along axis 1, so one test names the tile shapes it
+// reaches: whole 256-byte tile rows, clusters of 2..16 CTAs, a partial last tile, inner narrower than a
+// 16-byte vector, and a column too long for any cluster (the two-pass fallback).
+struct SpatialCase {
+    std::int64_t outer, row_len, inner;
+    const char* kernel;  // the kernel kind the plan must name
+};
+
+void check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t x_dtype, smxDataType_t y_dtype,
+                        std::int64_t x_front, std::int64_t y_front, bool log_mode) {
+    const std::vector<std::int64_t> shape = {c.outer, c.row_len, c.inner};
+    HostTensor x = make_tensor(x_dtype, shape, {}, x_front);
+    HostTensor y = make_tensor(y_dtype, shape, {}, y_front);
+    fill_random(x, test_rng());
+    std::string plan;
+    const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
+    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+    CHECK(mismatch == "");
+    CHECK(kernel_kind(plan) == c.kernel);
+}
+
+}  // namespace
+
+TEST_CASE("cuda layouts: spatial tiles, clusters, partial tiles, narrow inner and the long-column fallback", "[cuda]") {
+    CudaHandle handle;
+    const SpatialCase cases[] = {
+        {3, 1000, 64, "spatial-tile"},      // wide tile rows, a cluster per column tile
+        {2, 9000, 40, "spatial-tile"},      // narrower tile rows to fit a cluster of 8
+        {1, 70000, 16, "spatial-tile"},     // a cluster of up to 16 at the opt-in limit
+        {5, 300, 7, "spatial-tile"},        // inner narrower than one 16-byte vector
+        {2, 3, 4100, "spatial-tile"},       // a short axis, many tiles, a partial last vector
+        {1, 300000, 4, "spatial-online"},   // too long for any cluster: two passes over x
+    };
+    struct Pair {
+        smxDataType_t x, y;
+    };
+    const Pair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                          {SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_F64, SMX_DTYPE_F64}};
+    for (const SpatialCase& c : cases) {
+        for (const Pair& pair : pairs) {
+            for (bool log_mode : {false, true}) {
+                check_spatial_case(handle.get(), c, pair.x, pair.y, 0, 0, log_mode);  // 16-byte vector path
+                check_spatial_case(handle.get(), c, pair.x, pair.y, 1, 0, log_mode);  // x element-wise
+                check_spatial_case(handle.get(), c, pair.x, pair.y, 0, 1, log_mode);  // y element-wise
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda layouts: spatial tiles with padded outer strides, a reversed axis and in-place", "[cuda]") {
+    CudaHandle handle;
+    for (bool log_mode : {false, true}) {
+        const std::vector<std::int64_t> shape = {3, 2500, 96};
+        // x and y padded differently between outer indices; y's axis runs backwards.
+        HostTensor x = make_tensor(SMX_DTYPE_BF16, shape, {2500 * 96 + 8, 96, 1});
+        HostTensor y = make_tensor(SMX_DTYPE_F32, shape, {2500 * 96 + 4, -96, 1});
+        check_case(handle.get(), y, x, 1, log_mode);
+
+        for (smxDataType_t dtype : {SMX_DTYPE_F32, SMX_DTYPE_F16}) {
+            HostTensor data = make_tensor(dtype, shape);
+            fill_random(data, test_rng());
+            std::string plan;
+            const std::string mismatch = check_in_place_on_device(handle.get(), data, 1, log_mode, &plan);
+            INFO("in-place " << describe_case(data, data, 1, log_mode) << " | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(kernel_kind(plan) == "spatial-tile");
+        }
+    }
+}
+
+namespace {
+
+// Spatial (n, 64) tensors whose columns hold special values placed so that some cluster CTAs see only
+// -inf (or only a NaN) while others hold the column's finite values, including values near -200 whose
+// exp relative to a slice's shift of 0 would overflow.
+HostTensor special_spatial(smxDataType_t dtype, std::int64_t row_len) {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    const std::int64_t columns = 64;
+    HostTensor x = make_tensor(dtype, {row_len, columns});
+    fill_random(x, test_rng());
+    for (std::int64_t i = 0; i < columns; ++i) {
+        for (std::int64_t j = 0; j < row_len; ++j) {
+            const std::int64_t at = x.offset_of({j, i});
+            const bool head = j < 10;  // inside the first CTA's slice
+            switch (i % 8) {
+                case 0: break;                                                           // ordinary column
+                case 1: if (j == row_len - 1) x.set(at, kInf); break;                   // NaN column
+                case 2: if (j == row_len / 2) x.set(at, std::nan("")); break;           // NaN column
+                case 3: x.set(at, -kInf); break;                                        // all -inf: NaN
+                case 4: if (!head) x.set(at, -kInf); break;                             // finite only at the head
+                case 5: x.set(at, head ? -200.0 - static_cast<double>(j) : -kInf); break;  // far below 0
+                case 6: if (!head) x.set(at, std::nan("")); break;                      // NaN outside the head
+                case 7: x.set(at, head ? -kInf : x.get(at)); break;                     // -inf only at the head
+            }
+        }
+    }
+    return x;
+}
+
+}  // namespace
+
+TEST_CASE("cuda layouts: special values along spatial columns split across a cluster", "[cuda]") {
+    CudaHandle handle;
+    struct Pair {
+        smxDataType_t x, y;
+    };
+    for (const Pair& pair : {Pair{SMX_DTYPE_F32, SMX_DTYPE_F32}, Pair{SMX_DTYPE_F16, SMX_DTYPE_F32},
+                             Pair{SMX_DTYPE_BF16, SMX_DTYPE_BF16}, Pair{SMX_DTYPE_F64, SMX_DTYPE_F64}}) {
+        for (bool log_mode : {false, true}) {
+            for (std::int64_t row_len : {std::int64_t{40}, std::int64_t{3000}, std::int64_t{20000}}) {
+                const HostTensor x = special_spatial(pair.x, row_len);
+                HostTensor y = make_tensor(pair.y, x.shape);
+                std::string plan;
+                const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
+                INFO("special values " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
+                CHECK(mismatch == "");
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda layouts: a small spatial tile split across a cluster", "[cuda][sanitize]") {
+    CudaHandle handle;
+    for (bool log_mode : {false, true}) {
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {2, 1500, 72});
+        HostTensor y = make_tensor(SMX_DTYPE_BF16, {2, 1500, 72}, {}, 1);
+        check_case(handle.get(), y, x, 1, log_mode);
+        HostTensor x16 = make_tensor(SMX_DTYPE_F16, {2, 1500, 72});
+        HostTensor y16 = make_tensor(SMX_DTYPE_F16, {2, 1500, 72});
+        check_case(handle.get(), y16, x16, 1, log_mode);
     }
 }
 
