@@ -23,7 +23,6 @@ struct SoftmaxKernelArgs {
     std::int64_t y_row_stride = 0;
     std::int64_t slice_len = 0;       // block-smem: elements per cluster CTA; split-row: elements per chunk
     std::int64_t chunks = 0;          // split-row: chunks per row
-    int cached_chunks = 0;            // split-row: chunks each CTA keeps in shared memory between its phases
     // Spatial and General layouts.
     std::int64_t x_axis_stride = 1;
     std::int64_t y_axis_stride = 1;
@@ -85,7 +84,8 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, WarpShape* shape
 const void* warp_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index);
 const void* block_smem_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
-const void* split_row_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* spatial_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 

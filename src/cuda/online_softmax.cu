@@ -1,7 +1,10 @@
-// online_softmax.cu - block-online: rows too long to cache in shared memory, many of them, Rows layout.
-// One CTA per row (grid-stride over rows): online (max, sum) over x in one pass, then a second pass that
-// re-reads x and writes y (traffic: x read twice, y written once, the second read often served by L2).
-// Few very long rows go to split_row_softmax.cu instead.
+// online_softmax.cu - rows too long to cache in shared memory, Rows layout. Two kernel families built
+// from the same range helpers (online (max, sum) over x in one pass, then a second pass that re-reads x
+// and writes y; traffic: x read twice, y written once, the second read often served by L2):
+//   block-online  one CTA per row (grid-stride over rows), for many long rows;
+//   split-row     few very long rows: each row cut into fixed chunks (chunk length from row_len only),
+//                 one CTA per (chunk, row); kernel 1 writes each chunk's (max, sum) to the workspace,
+//                 kernel 2 folds the row's partials (same order in every CTA) and writes its chunk.
 #include "cuda/softmax_common.cuh"
 
 namespace smx::cuda {
@@ -117,12 +120,71 @@ __global__ void __launch_bounds__(512) block_online_softmax(const SoftmaxKernelA
     }
 }
 
+// Elements of chunk `chunk` of a row: [chunk * slice_len, min(row_len, (chunk + 1) * slice_len)).
+__device__ __forceinline__ std::int64_t chunk_count(const SoftmaxKernelArgs& args, std::int64_t chunk) {
+    const std::int64_t remaining = args.row_len - chunk * args.slice_len;
+    return remaining < args.slice_len ? remaining : args.slice_len;
+}
+
+template <class X>
+__global__ void __launch_bounds__(512) split_row_stats(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    __shared__ Stats<C> scratch[32];
+    const X* x = static_cast<const X*>(args.x);
+    Stats<C>* partials = static_cast<Stats<C>*>(args.workspace);
+    const std::int64_t chunk = blockIdx.x;
+    const std::int64_t count = chunk_count(args, chunk);
+    for (std::int64_t row = blockIdx.y; row < args.rows; row += gridDim.y) {
+        const X* x_chunk = x + row * args.x_row_stride + chunk * args.slice_len;
+        Stats<C> stats = range_stats(x_chunk, count, threadIdx.x, blockDim.x);
+        stats = block_combine_stats(stats, scratch);
+        if (threadIdx.x == 0) partials[row * args.chunks + chunk] = stats;
+    }
+}
+
+template <class X, class Y>
+__global__ void __launch_bounds__(512) split_row_write(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    __shared__ Stats<C> scratch[32];
+    const X* x = static_cast<const X*>(args.x);
+    Y* y = static_cast<Y*>(args.y);
+    const Stats<C>* partials = static_cast<const Stats<C>*>(args.workspace);
+    const std::int64_t chunk = blockIdx.x;
+    const std::int64_t count = chunk_count(args, chunk);
+    for (std::int64_t row = blockIdx.y; row < args.rows; row += gridDim.y) {
+        // Every CTA of the row folds the same partials in the same order: identical statistics everywhere.
+        Stats<C> stats = empty_stats<C>();
+        for (std::int64_t c = threadIdx.x; c < args.chunks; c += blockDim.x) {
+            stats = combine(stats, partials[row * args.chunks + c]);
+        }
+        stats = block_combine_stats(stats, scratch);
+        const std::int64_t offset = chunk * args.slice_len;
+        range_write(x + row * args.x_row_stride + offset, y + row * args.y_row_stride + offset, count, stats,
+                    args.log_mode != 0, threadIdx.x, blockDim.x);
+    }
+}
+
+
 }  // namespace
 
 const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
     return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
         return reinterpret_cast<const void*>(
             &block_online_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+    });
+}
+
+const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    // The statistics do not depend on y: one instance per x dtype.
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto) -> const void* {
+        return reinterpret_cast<const void*>(&split_row_stats<typename decltype(x_tag)::type>);
+    });
+}
+
+const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+        return reinterpret_cast<const void*>(
+            &split_row_write<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
     });
 }
 

@@ -22,26 +22,19 @@ using cuda::SoftmaxKernelArgs;
 
 // ---- dispatch thresholds (each one's reasoning next to it) ------------------------------------------
 
-// Split-row (few very long rows, one cooperative launch). Rows at least kSplitRowMinLen long go to it
-// when there are too few of them to give every SM a CTA of a per-row plan, or at most kSplitRowMaxRows of
-// them (decode batches): the per-row plans then run in waves or leave SMs idle.
-// To be confirmed by the crossover measurement (rows 1..64 x lengths 32000..256000).
+// Rows at least this long, with too few of them to give every SM a CTA, are split across CTAs (two
+// kernels and a workspace); shorter rows finish faster in one kernel even on a few SMs. To be tuned.
 constexpr std::int64_t kSplitRowMinLen = 32768;
-constexpr std::int64_t kSplitRowMaxRows = 64;
-// Split-row chunks: about row_len / 128 elements (one row alone spreads over ~128 CTAs, about one per
-// SM), a power of two in [1024, 16384] (a CTA's fixed cost stays small; a slot of 16384 f32 is 64 KB, so
-// three fit an SM's shared memory), raised for rows past 2^24 so that a row has at most 1024 chunks
-// (phase 2 folds all of its row's partials in every CTA).
-constexpr std::int64_t kSplitChunkTarget = 128;
-constexpr std::int64_t kSplitMinChunk = 1024;
-constexpr std::int64_t kSplitMaxChunk = 16384;
+// Split-row chunks: about row_len / 256 elements (so one row alone spreads over ~256 CTAs, two waves of
+// 132 SMs), at least 2048 (a CTA's fixed cost stays small) and at most 65536 elements, and never more
+// than 1024 chunks per row (every CTA of the second kernel folds all of its row's partials).
+constexpr std::int64_t kSplitChunkTarget = 256;
+constexpr std::int64_t kSplitMinChunk = 2048;
+constexpr std::int64_t kSplitMaxChunk = 65536;
 constexpr std::int64_t kSplitMaxChunks = 1024;
 // Chunk lengths are multiples of this many elements: 128 bytes even for 16-bit x, so every chunk of a
 // row starts at the same 16-byte phase as the row and the vector body stays aligned.
 constexpr std::int64_t kSplitChunkGranule = 64;
-// Split-row threads per CTA: one per two 16-byte packs of a chunk, within [128, 512].
-constexpr std::int64_t kSplitMinThreads = 128;
-constexpr std::int64_t kSplitMaxThreads = 512;
 // Shared memory the hardware reserves per CTA on sm_80+ (counted against the per-SM pool).
 constexpr std::size_t kReservedSharedPerBlock = 1024;
 // General layout: rows at least this long get a whole block, shorter ones a warp.
@@ -76,7 +69,6 @@ struct Launch {
     dim3 block;
     std::size_t shared_bytes = 0;  // dynamic shared memory
     unsigned cluster = 0;          // CTAs per cluster; 0: an ordinary launch
-    bool cooperative = false;      // every CTA co-resident (grid-wide sync inside the kernel)
 };
 
 class CudaSoftmaxPlan final : public SoftmaxPlan {
@@ -117,23 +109,18 @@ public:
         for (int i = 0; i < launch_count; ++i) {
             const Launch& launch = launches[i];
             cudaError_t error;
-            if (launch.cluster > 0 || launch.cooperative) {
-                cudaLaunchAttribute attribute{};
-                if (launch.cluster > 0) {
-                    attribute.id = cudaLaunchAttributeClusterDimension;
-                    attribute.val.clusterDim.x = launch.cluster;
-                    attribute.val.clusterDim.y = 1;
-                    attribute.val.clusterDim.z = 1;
-                } else {
-                    attribute.id = cudaLaunchAttributeCooperative;
-                    attribute.val.cooperative = 1;
-                }
+            if (launch.cluster > 0) {
+                cudaLaunchAttribute cluster_attribute{};
+                cluster_attribute.id = cudaLaunchAttributeClusterDimension;
+                cluster_attribute.val.clusterDim.x = launch.cluster;
+                cluster_attribute.val.clusterDim.y = 1;
+                cluster_attribute.val.clusterDim.z = 1;
                 cudaLaunchConfig_t config{};
                 config.gridDim = launch.grid;
                 config.blockDim = launch.block;
                 config.dynamicSmemBytes = launch.shared_bytes;
                 config.stream = cuda_stream;
-                config.attrs = &attribute;
+                config.attrs = &cluster_attribute;
                 config.numAttrs = 1;
                 error = cudaLaunchKernelExC(&config, launch.kernel, params);
             } else {
@@ -278,66 +265,25 @@ smxStatus_t choose_smem_config(const SoftmaxInfo& info, const DeviceLimits& limi
     return SMX_STATUS_SUCCESS;
 }
 
-// Split-row: chunk length and threads from row_len and the dtype only (so the statistics never depend
-// on the row count or the grid); then the persistent grid, CTAs per SM and cached chunks per CTA that
-// keep the most chunks in shared memory (ties: more CTAs per SM, more loads in flight), all co-resident
-// for the grid sync.
-smxStatus_t plan_split_row(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
-    const void* kernel = cuda::split_row_softmax_kernel(info.x_dtype, info.y_dtype);
-    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "split-row"));
-    const std::int64_t x_size = static_cast<std::int64_t>(dtype_size(info.x_dtype));
-    const std::int64_t pack = 16 / x_size;
+smxStatus_t plan_split_row(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
+    const void* stats_kernel = cuda::split_row_stats_kernel(info.x_dtype, info.y_dtype);
+    const void* write_kernel = cuda::split_row_write_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(stats_kernel, info, "split-row statistics"));
+    SMX_RETURN_IF_ERROR(require_kernel(write_kernel, info, "split-row write"));
     std::int64_t chunk_len = std::clamp(next_pow2(ceil_div(info.row_len, kSplitChunkTarget)), kSplitMinChunk, kSplitMaxChunk);
     chunk_len = std::max(chunk_len, round_up(ceil_div(info.row_len, kSplitMaxChunks), kSplitChunkGranule));
     const std::int64_t chunks = ceil_div(info.row_len, chunk_len);
-    const std::int64_t items = info.rows * chunks;
-    const int threads = static_cast<int>(std::clamp(prev_pow2(chunk_len / pack / 2), kSplitMinThreads, kSplitMaxThreads));
-
-    cudaFuncAttributes attributes{};
-    cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "reading the split-row kernel's attributes");
-    const std::size_t static_bytes = attributes.sharedSizeBytes;
-    const std::size_t dynamic_limit =
-        limits.shared_memory_per_block_optin > static_bytes ? limits.shared_memory_per_block_optin - static_bytes : 0;
-    // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
-    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_limit));
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "raising the split-row kernel's shared memory limit");
-
-    // A slot: one chunk in the x dtype plus up to a pack of 16-byte phase shift.
-    const std::size_t slot_bytes = static_cast<std::size_t>((chunk_len + pack) * x_size);
-    struct Choice {
-        std::int64_t cached = -1;  // chunks held in shared memory over the whole grid
-        int per_sm = 0;
-        unsigned grid = 0;
-        int slots = 0;
-    } best;
-    const int most_per_sm = std::max(limits.max_threads_per_multiprocessor, threads) / threads;
-    for (int per_sm = 1; per_sm <= most_per_sm; ++per_sm) {
-        const std::int64_t grid = std::min<std::int64_t>(items, static_cast<std::int64_t>(per_sm) * limits.multiprocessor_count);
-        const std::int64_t items_per_cta = ceil_div(items, grid);
-        const std::size_t share = limits.shared_memory_per_multiprocessor / per_sm;
-        const std::size_t budget =
-            std::min(dynamic_limit, share > kReservedSharedPerBlock + static_bytes ? share - kReservedSharedPerBlock - static_bytes : 0);
-        const int slots = static_cast<int>(std::min<std::int64_t>(items_per_cta, static_cast<std::int64_t>(budget / slot_bytes)));
-        int resident = 0;
-        SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, threads, slots * slot_bytes, &resident));
-        if (resident < per_sm) continue;  // registers or threads do not allow it: the grid sync would hang
-        const std::int64_t cached = std::min(items, grid * slots);
-        if (cached >= best.cached) best = {cached, per_sm, static_cast<unsigned>(grid), slots};
-    }
-    if (best.grid == 0) return fail(SMX_STATUS_INTERNAL_ERROR, "no co-resident split-row grid for {} threads", threads);
-
+    const int threads = chunk_len >= 16384 ? 512 : 256;
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(std::min<std::int64_t>(info.rows, 65535)));
+    const std::size_t compute_size = info.x_dtype == SMX_DTYPE_F64 ? sizeof(double) : sizeof(float);
     plan->family = KernelFamily::SplitRow;
     plan->args.slice_len = chunk_len;
     plan->args.chunks = chunks;
-    plan->args.cached_chunks = best.slots;
-    const std::size_t compute_size = info.x_dtype == SMX_DTYPE_F64 ? sizeof(double) : sizeof(float);
-    plan->workspace = static_cast<std::size_t>(items) * 2 * compute_size;
-    const std::size_t shared_bytes = static_cast<std::size_t>(best.slots) * slot_bytes;
-    plan->launches[0] = {kernel, dim3(best.grid), dim3(static_cast<unsigned>(threads)), shared_bytes, 0, true};
-    plan->launch_count = 1;
-    plan->text = fmt::format("cuda split-row chunk={} chunks={} threads={} grid={} per_sm={} cached={}/{} smem={} workspace={}",
-                             chunk_len, chunks, threads, best.grid, best.per_sm, best.cached, items, shared_bytes,
+    plan->workspace = static_cast<std::size_t>(info.rows * chunks) * 2 * compute_size;
+    plan->launches[0] = {stats_kernel, grid, dim3(threads), 0, 0};
+    plan->launches[1] = {write_kernel, grid, dim3(threads), 0, 0};
+    plan->launch_count = 2;
+    plan->text = fmt::format("cuda split-row chunk={} chunks={} threads={} workspace={}", chunk_len, chunks, threads,
                              plan->workspace);
     return SMX_STATUS_SUCCESS;
 }
@@ -353,11 +299,10 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
     SMX_RETURN_IF_ERROR(require_kernel(smem_kernel, info, "block-smem"));
     SmemChoice smem;
     SMX_RETURN_IF_ERROR(choose_smem_config(info, limits, smem_kernel, &smem));
-    // (d) Few long rows would leave SMs idle or run in waves: spread each row over the whole GPU instead.
+    // (d) Few long rows would leave most SMs idle: spread each row over many CTAs instead.
     const std::int64_t ctas_per_row = smem.fits ? smem.cluster : 1;
-    if (info.row_len >= kSplitRowMinLen &&
-        (info.rows * ctas_per_row < limits.multiprocessor_count || info.rows <= kSplitRowMaxRows)) {
-        return plan_split_row(info, limits, plan);
+    if (info.row_len >= kSplitRowMinLen && info.rows * ctas_per_row < limits.multiprocessor_count) {
+        return plan_split_row(info, plan);
     }
     if (smem.fits) {
         const std::int64_t clusters = std::min(info.rows, smem.resident_clusters);
