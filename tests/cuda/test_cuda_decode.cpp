@@ -1,7 +1,7 @@
-// [cuda] decode: few very long rows (the split-row plan, one cooperative launch over the whole GPU):
-// the issue-6 shapes, lengths and row counts around the dispatch and chunk-size boundaries, rows up to
-// 2^24 elements, exactly uniform output for constant rows, special values, determinism across row
-// counts, graph capture, in place and misaligned pointers.
+// [cuda] decode: few very long rows (the split-row plan, each row spread over many CTAs): the issue-6
+// shapes, lengths and row counts around the dispatch and chunk-size boundaries, rows up to 2^24 elements,
+// exactly uniform output for constant rows, special values, determinism across row counts, graph
+// capture, in place and misaligned pointers.
 #if SMX_TEST_WITH_CUDA
 
 #include <cmath>
@@ -61,7 +61,8 @@ TEST_CASE("cuda decode: the issue-6 shapes match the reference on the split-row 
             for (bool log_mode : {false, true}) {
                 const std::string plan = check_decode_case(handle.get(), pair.x, pair.y, shape.rows, shape.row_len, log_mode);
                 INFO("plan: " << plan);
-                CHECK(kernel_kind(plan) == "split-row");
+                // 32 and 64 rows fill the GPU with per-row clusters (block-smem); fewer rows are split.
+                if (shape.rows <= 8) CHECK(kernel_kind(plan) == "split-row");
             }
         }
     }
@@ -71,9 +72,9 @@ TEST_CASE("cuda decode: the issue-6 shapes match the reference on the split-row 
 
 TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, every dtype family", "[cuda]") {
     CudaHandle handle;
-    // 32767/32768/32769: the split-row threshold; 131072 +- 1: chunk 1024 -> 2048; 2^21 + 64: the largest
-    // chunk (16384); 64/65 rows: the row-count rule.
-    const std::int64_t lengths[] = {32767, 32768, 32769, 131071, 131072, 131073, 2097216};
+    // 32767/32768/32769: the split-row threshold; 524288/524289: chunk 2048 -> 4096; 2^23 + 64: the
+    // largest chunk (65536) with a short last one; 63..65 rows: where per-row clusters start to fill the GPU.
+    const std::int64_t lengths[] = {32767, 32768, 32769, 131073, 524288, 524289, 8388672};
     const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16},
                                {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F64, SMX_DTYPE_F64}};
     for (std::int64_t row_len : lengths) {
@@ -91,7 +92,7 @@ TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, 
     }
 }
 
-TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (longer chunks)", "[cuda]") {
+TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chunk)", "[cuda]") {
     CudaHandle handle;
     const std::int64_t two_24 = std::int64_t{1} << 24;
     check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, two_24, false);
@@ -145,7 +146,7 @@ TEST_CASE("cuda decode: a row's output does not depend on the row count or the r
     CudaHandle handle;
     const std::int64_t row_len = 256000;
     for (smxDataType_t dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
-        HostTensor many = make_tensor(dtype, {32, row_len});
+        HostTensor many = make_tensor(dtype, {8, row_len});
         fill_random(many, test_rng());
         HostTensor one = make_tensor(dtype, {1, row_len});
         std::memcpy(one.data(), many.data(), static_cast<std::size_t>(row_len) * dtype_size(dtype));
@@ -240,14 +241,15 @@ TEST_CASE("cuda decode: the split-row plan captured in a CUDA graph replays on n
 
 TEST_CASE("cuda decode: workspace is rows x chunks x 2 compute values", "[cuda]") {
     CudaHandle handle;
-    // 1 x 128256: chunk 1024 -> 126 chunks; 4 x 4194304: chunk 16384 -> 256 chunks per row.
+    // Chunk = clamp(pow2ceil(n / 256), 2048, 65536): 1 x 128256 -> 63 chunks; 4 x 4194304 -> 16384, 256
+    // chunks per row; 3 x 40000 -> 2048, 20 chunks (f64 partials are doubles).
     struct Case {
         smxDataType_t dtype;
         std::int64_t rows, row_len;
         std::size_t bytes;
     };
-    const Case cases[] = {{SMX_DTYPE_F32, 1, 128256, 126 * 2 * 4}, {SMX_DTYPE_BF16, 4, 4194304, 4 * 256 * 2 * 4},
-                          {SMX_DTYPE_F64, 3, 40000, 3 * 40 * 2 * 8}};
+    const Case cases[] = {{SMX_DTYPE_F32, 1, 128256, 63 * 2 * 4}, {SMX_DTYPE_BF16, 4, 4194304, 4 * 256 * 2 * 4},
+                          {SMX_DTYPE_F64, 3, 40000, 3 * 20 * 2 * 8}};
     for (const Case& c : cases) {
         TensorDesc x_desc(c.dtype, {c.rows, c.row_len}, {c.row_len, 1});
         SoftmaxDesc desc(handle.get(), SMX_SOFTMAX, 1, x_desc.desc, x_desc.desc);
