@@ -1,0 +1,263 @@
+// [cuda] decode: few very long rows (the split-row plan, each row spread over many CTAs): the issue-6
+// shapes, lengths and row counts around the dispatch and chunk-size boundaries, rows up to 2^24 elements,
+// exactly uniform output for constant rows, special values, determinism across row counts, graph
+// capture, in place and misaligned pointers.
+#if SMX_TEST_WITH_CUDA
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cuda_helpers.hpp"
+
+using namespace smx_test;
+
+namespace {
+
+// Checks one (rows, n) case against the reference; returns the plan text.
+std::string check_decode_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                              std::int64_t row_len, bool log_mode) {
+    HostTensor x = make_tensor(x_dtype, {rows, row_len});
+    HostTensor y = make_tensor(y_dtype, {rows, row_len});
+    fill_random(x, test_rng());
+    std::string plan;
+    const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
+    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+    CHECK(mismatch == "");
+    return plan;
+}
+
+// Runs (rows, n) on the device and returns y on the host (no reference check).
+HostTensor run_decode(smxHandle_t handle, const HostTensor& x, smxDataType_t y_dtype, bool log_mode, std::string* plan) {
+    HostTensor y = make_tensor(y_dtype, x.shape);
+    DeviceTensor x_device(x), y_device(y);
+    x_device.upload(x);
+    y_device.poison();
+    const DeviceRun run = run_on_device(handle, y, y_device.data(), x, x_device.data(), 1, log_mode);
+    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << run.plan << " | " << run.error);
+    REQUIRE(run.status == SMX_STATUS_SUCCESS);
+    y_device.download(y);
+    *plan = run.plan;
+    return y;
+}
+
+struct DtypePair {
+    smxDataType_t x, y;
+};
+
+}  // namespace
+
+TEST_CASE("cuda decode: the issue-6 shapes match the reference on the split-row plan", "[cuda]") {
+    CudaHandle handle;
+    struct Shape {
+        std::int64_t rows, row_len;
+    };
+    const Shape shapes[] = {{1, 128256}, {8, 128256}, {64, 128256}, {1, 256000},
+                            {32, 256000}, {1, 1048576}, {4, 4194304}};
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                               {SMX_DTYPE_BF16, SMX_DTYPE_F32}};
+    for (const Shape& shape : shapes) {
+        for (const DtypePair& pair : pairs) {
+            for (bool log_mode : {false, true}) {
+                const std::string plan = check_decode_case(handle.get(), pair.x, pair.y, shape.rows, shape.row_len, log_mode);
+                INFO("plan: " << plan);
+                // 32 and 64 rows fill the GPU with per-row clusters (block-smem); fewer rows are split.
+                if (shape.rows <= 8) CHECK(kernel_kind(plan) == "split-row");
+            }
+        }
+    }
+    // 1 x 32000 is a decode shape too, whichever plan takes it.
+    for (bool log_mode : {false, true}) check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 32000, log_mode);
+}
+
+TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, every dtype family", "[cuda]") {
+    CudaHandle handle;
+    // 32767/32768/32769: the split-row threshold; 524288/524289: chunk 2048 -> 4096; 2^23 + 64: the
+    // largest chunk (65536) with a short last one; 63..65 rows: where per-row clusters start to fill the GPU.
+    const std::int64_t lengths[] = {32767, 32768, 32769, 131073, 524288, 524289, 8388672};
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                               {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F64, SMX_DTYPE_F64}};
+    for (std::int64_t row_len : lengths) {
+        for (const DtypePair& pair : pairs) {
+            for (bool log_mode : {false, true}) {
+                const std::string plan = check_decode_case(handle.get(), pair.x, pair.y, 3, row_len, log_mode);
+                INFO("plan: " << plan);
+                if (row_len >= 32768) CHECK(kernel_kind(plan) == "split-row");
+            }
+        }
+    }
+    for (std::int64_t rows : {63, 64, 65}) {
+        check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, rows, 65537, false);
+        check_decode_case(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F32, rows, 40000, true);
+    }
+}
+
+TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chunk)", "[cuda]") {
+    CudaHandle handle;
+    const std::int64_t two_24 = std::int64_t{1} << 24;
+    check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, two_24, false);
+    check_decode_case(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1, two_24, true);
+    check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, two_24 + 1, true);
+    check_decode_case(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F32, 2, two_24 + 1, false);
+}
+
+TEST_CASE("cuda decode: a constant row gives exactly uniform output within 1 ulp", "[cuda]") {
+    CudaHandle handle;
+    for (std::int64_t row_len : {std::int64_t{128256}, std::int64_t{1048576}, std::int64_t{1} << 24}) {
+        for (smxDataType_t x_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+            HostTensor x = make_tensor(x_dtype, {2, row_len});
+            for (std::int64_t j = 0; j < 2 * row_len; ++j) x.set(j, j < row_len ? 0.75 : -3.5);
+            std::string plan;
+            const HostTensor y = run_decode(handle.get(), x, SMX_DTYPE_F32, false, &plan);
+            const float uniform = static_cast<float>(1.0 / static_cast<double>(row_len));
+            const float ulp = std::nextafter(uniform, 1.0f) - uniform;
+            double worst = 0.0;
+            for (std::int64_t j = 0; j < 2 * row_len; ++j) worst = std::max(worst, std::fabs(y.get(j) - uniform));
+            INFO("n " << row_len << " x " << dtype_name(x_dtype) << " | plan: " << plan << " | worst |y - 1/n| "
+                      << worst << " ulp " << ulp);
+            CHECK(kernel_kind(plan) == "split-row");
+            CHECK(worst <= ulp);
+        }
+    }
+}
+
+TEST_CASE("cuda decode: special values in one chunk decide their whole row", "[cuda]") {
+    CudaHandle handle;
+    const std::int64_t row_len = 300001;
+    const double inf = std::numeric_limits<double>::infinity();
+    for (bool log_mode : {false, true}) {
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {5, row_len});
+        HostTensor y = make_tensor(SMX_DTYPE_F32, {5, row_len});
+        fill_random(x, test_rng());
+        x.set(0 * row_len + 150000, std::numeric_limits<double>::quiet_NaN());  // NaN: row of NaN
+        x.set(1 * row_len + row_len - 1, inf);                                  // +inf: row of NaN
+        for (std::int64_t j = 0; j < row_len; ++j) x.set(2 * row_len + j, -inf);  // all -inf: row of NaN
+        for (std::int64_t j = 0; j < row_len; j += 3) x.set(3 * row_len + j, -inf);  // -inf among finite: 0
+        for (std::int64_t j = 0; j < 200000; ++j) x.set(4 * row_len + j, -inf);  // whole chunks of -inf
+        std::string plan;
+        const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
+        INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+        CHECK(kernel_kind(plan) == "split-row");
+        CHECK(mismatch == "");
+    }
+}
+
+TEST_CASE("cuda decode: a row's output does not depend on the row count or the run", "[cuda]") {
+    CudaHandle handle;
+    const std::int64_t row_len = 256000;
+    for (smxDataType_t dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+        HostTensor many = make_tensor(dtype, {8, row_len});
+        fill_random(many, test_rng());
+        HostTensor one = make_tensor(dtype, {1, row_len});
+        std::memcpy(one.data(), many.data(), static_cast<std::size_t>(row_len) * dtype_size(dtype));
+        std::string plan_one, plan_many, plan_again;
+        const HostTensor y_one = run_decode(handle.get(), one, dtype, true, &plan_one);
+        const HostTensor y_many = run_decode(handle.get(), many, dtype, true, &plan_many);
+        const HostTensor y_again = run_decode(handle.get(), many, dtype, true, &plan_again);
+        INFO(plan_one << " | " << plan_many);
+        CHECK(kernel_kind(plan_one) == "split-row");
+        CHECK(kernel_kind(plan_many) == "split-row");
+        const std::size_t row_bytes = static_cast<std::size_t>(row_len) * dtype_size(dtype);
+        CHECK(std::memcmp(y_one.data(), y_many.data(), row_bytes) == 0);
+        CHECK(std::memcmp(y_many.data(), y_again.data(), y_many.storage.size()) == 0);
+    }
+}
+
+TEST_CASE("cuda decode: in place, misaligned base pointer and odd row strides", "[cuda][sanitize]") {
+    CudaHandle handle;
+    for (bool log_mode : {false, true}) {
+        // In place, rows whose starts have every 16-byte phase (row length not a multiple of the pack).
+        HostTensor data = make_tensor(SMX_DTYPE_BF16, {3, 100003});
+        fill_random(data, test_rng());
+        std::string plan;
+        std::string mismatch = check_in_place_on_device(handle.get(), data, 1, log_mode, &plan);
+        INFO("in place bf16 [3,100003] | plan: " << plan);
+        CHECK(kernel_kind(plan) == "split-row");
+        CHECK(mismatch == "");
+
+        // Base pointers one element past a 16-byte boundary, x and y at different phases.
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {2, 65600}, {}, 1);
+        HostTensor y = make_tensor(SMX_DTYPE_F16, {2, 65600}, {}, 3);
+        fill_random(x, test_rng());
+        mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
+        INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+        CHECK(kernel_kind(plan) == "split-row");
+        CHECK(mismatch == "");
+
+        // A padded row stride, and f64.
+        HostTensor padded = make_tensor(SMX_DTYPE_F64, {2, 40000}, {40007, 1});
+        HostTensor padded_y = make_tensor(SMX_DTYPE_F64, {2, 40000}, {40003, 1});
+        fill_random(padded, test_rng());
+        mismatch = check_on_device(handle.get(), padded_y, padded, 1, log_mode, &plan);
+        INFO(describe_case(padded_y, padded, 1, log_mode) << " | plan: " << plan);
+        CHECK(kernel_kind(plan) == "split-row");
+        CHECK(mismatch == "");
+    }
+}
+
+TEST_CASE("cuda decode: the split-row plan captured in a CUDA graph replays on new data", "[cuda][sanitize]") {
+    CudaHandle handle;
+    const std::int64_t rows = 2, row_len = 128256;
+    for (bool log_mode : {false, true}) {
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, row_len});
+        HostTensor y = make_tensor(SMX_DTYPE_BF16, {rows, row_len});
+        TensorDesc x_desc(x), y_desc(y);
+        SoftmaxDesc desc(handle.get(), log_mode ? SMX_LOG_SOFTMAX : SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
+        SMX_REQUIRE_OK(desc.status);
+        std::size_t workspace_bytes = 0;
+        SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(desc.desc, &workspace_bytes));
+        CHECK(workspace_bytes > 0);
+        DeviceBuffer workspace(workspace_bytes);
+        DeviceTensor x_device(x), y_device(y);
+        DeviceStream stream;
+        cudaGraph_t graph = nullptr;
+        SMX_REQUIRE_CUDA(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal));
+        const smxStatus_t forward = smxSoftmaxForward(desc.desc, workspace.get(), workspace_bytes, y_device.data(),
+                                                      x_device.data(), stream.get());
+        const std::string forward_error = forward == SMX_STATUS_SUCCESS ? "" : smxGetLastErrorMessage();
+        const cudaError_t end = cudaStreamEndCapture(stream.get(), &graph);
+        INFO(forward_error);
+        REQUIRE(forward == SMX_STATUS_SUCCESS);
+        SMX_REQUIRE_CUDA(end);
+        cudaGraphExec_t instance = nullptr;
+        const cudaError_t instantiated = cudaGraphInstantiate(&instance, graph, 0);
+        cudaGraphDestroy(graph);
+        SMX_REQUIRE_CUDA(instantiated);
+        for (int replay = 0; replay < 2; ++replay) {
+            fill_random(x, test_rng());
+            x_device.upload(x);
+            y_device.poison();
+            const cudaError_t launched = cudaGraphLaunch(instance, stream.get());
+            const cudaError_t synced = launched == cudaSuccess ? cudaStreamSynchronize(stream.get()) : launched;
+            if (synced != cudaSuccess) cudaGraphExecDestroy(instance);
+            SMX_REQUIRE_CUDA(synced);
+            y_device.download(y);
+            INFO("replay " << replay);
+            CHECK(compare_to_reference(y, reference_softmax(x, 1, log_mode), log_mode) == "");
+        }
+        cudaGraphExecDestroy(instance);
+    }
+}
+
+TEST_CASE("cuda decode: workspace is rows x chunks x 2 compute values", "[cuda]") {
+    CudaHandle handle;
+    // Chunk = clamp(pow2ceil(n / 256), 2048, 65536): 1 x 128256 -> 63 chunks; 4 x 4194304 -> 16384, 256
+    // chunks per row; 3 x 40000 -> 2048, 20 chunks (f64 partials are doubles).
+    struct Case {
+        smxDataType_t dtype;
+        std::int64_t rows, row_len;
+        std::size_t bytes;
+    };
+    const Case cases[] = {{SMX_DTYPE_F32, 1, 128256, 63 * 2 * 4}, {SMX_DTYPE_BF16, 4, 4194304, 4 * 256 * 2 * 4},
+                          {SMX_DTYPE_F64, 3, 40000, 3 * 20 * 2 * 8}};
+    for (const Case& c : cases) {
+        TensorDesc x_desc(c.dtype, {c.rows, c.row_len}, {c.row_len, 1});
+        SoftmaxDesc desc(handle.get(), SMX_SOFTMAX, 1, x_desc.desc, x_desc.desc);
+        SMX_REQUIRE_OK(desc.status);
+        std::size_t workspace_bytes = 0;
+        SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(desc.desc, &workspace_bytes));
+        CHECK(workspace_bytes == c.bytes);
+    }
+}
+
+#endif  // SMX_TEST_WITH_CUDA
