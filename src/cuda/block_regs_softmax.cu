@@ -37,20 +37,6 @@ __device__ __forceinline__ void cluster_barrier() {
 #endif
 }
 
-// The two halves of cluster_barrier(): arrive (release) once this CTA is done with its peers' shared memory,
-// wait (acquire) just before leaving, so the wait costs nothing when the peers arrived long before.
-__device__ __forceinline__ void cluster_arrive() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void cluster_wait() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
 // CTA `rank`'s copy of a shared variable (distributed shared memory on sm_90).
 template <class T>
 __device__ __forceinline__ T read_peer(T* local, unsigned rank) {
@@ -160,7 +146,6 @@ __global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelAr
             }
             __syncthreads();
             row_stats = cluster_stats;
-            cluster_arrive();  // this CTA has read its peers: they may leave once all have arrived
         } else {
             __syncthreads();
             row_stats = exchange;
@@ -195,8 +180,8 @@ __global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelAr
         }
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
     }
-    // Peers may still be reading this CTA's exchange slot: stay resident until every CTA has arrived.
-    if (place.size > 1) cluster_wait();
+    // Peers may still be reading this CTA's exchange slot: stay resident until the whole cluster is done.
+    if (place.size > 1) cluster_barrier();
 }
 
 template <class X, class Y>
