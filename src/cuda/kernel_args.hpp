@@ -18,10 +18,10 @@ struct SoftmaxKernelArgs {
     void* workspace = nullptr;        // split-row: per-chunk (max, sum) partials
     std::int64_t rows = 0;
     std::int64_t row_len = 0;
-    // Rows layout (warp, block-smem, block-online, split-row).
+    // Rows layout (warp, block-regs, block-online, split-row).
     std::int64_t x_row_stride = 0;
     std::int64_t y_row_stride = 0;
-    std::int64_t slice_len = 0;       // block-smem, spatial-tile: elements per cluster CTA; split-row: per chunk
+    std::int64_t slice_len = 0;       // block-regs, spatial-tile: elements per cluster CTA; split-row: per chunk
     std::int64_t chunks = 0;          // split-row: chunks per row
     // Spatial and General layouts.
     std::int64_t x_axis_stride = 1;
@@ -84,7 +84,13 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, WarpShape* shape
 
 // Kernel instances, or nullptr for a dtype pair that has none. Defined next to each kernel family.
 const void* warp_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index);
-const void* block_smem_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+// Values per thread the block-regs kernel is instantiated with (f64: 8 and 16 only), ascending.
+constexpr std::array<int, 3> kBlockRegsValueCounts{{8, 16, 32}};
+constexpr int kBlockRegsMaxThreads = 1024;
+constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed
+
+// nullptr also when `values_per_thread` has no instance for x_dtype.
+const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
 const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);

@@ -35,8 +35,17 @@ constexpr std::int64_t kSplitMaxChunks = 1024;
 // Chunk lengths are multiples of this many elements: 128 bytes even for 16-bit x, so every chunk of a
 // row starts at the same 16-byte phase as the row and the vector body stays aligned.
 constexpr std::int64_t kSplitChunkGranule = 64;
-// Shared memory the hardware reserves per CTA on sm_80+ (counted against the per-SM pool).
-constexpr std::size_t kReservedSharedPerBlock = 1024;
+// Block-regs: a configuration is good when at least this many CTAs fit per SM (one CTA's loads overlap
+// another's math and stores) and at least this share of its register slots hold real elements; the
+// smallest cluster with a good configuration wins (each cluster CTA adds a DSMEM exchange and barrier).
+constexpr int kRegsMinCtasPerSm = 2;
+constexpr double kRegsGoodUtilization = 0.9;
+constexpr int kRegsMinThreads = 128;
+// Slices shorter than this are not worth a cluster: one CTA holds them with few threads.
+constexpr std::int64_t kRegsMinClusterSlice = 1024;
+// One cluster per row: rows per grid row, and the grid's y limit.
+constexpr std::int64_t kRegsRowsPerGridRow = std::int64_t{1} << 20;
+constexpr std::int64_t kMaxGridY = 65535;
 // General layout: rows at least this long get a whole block, shorter ones a warp.
 constexpr std::int64_t kGeneralBlockRowLen = 2048;
 constexpr int kGeneralThreads = 256;
@@ -61,7 +70,7 @@ unsigned persistent_grid(std::int64_t work_items, int blocks_per_sm, int sms) {
     return static_cast<unsigned>(std::clamp<std::int64_t>(std::min(work_items, resident), 1, INT_MAX));
 }
 
-enum class KernelFamily { Empty, Warp, BlockSmem, BlockOnline, SplitRow, Spatial, General };
+enum class KernelFamily { Empty, Warp, BlockRegs, BlockOnline, SplitRow, Spatial, General };
 
 struct Launch {
     const void* kernel = nullptr;
@@ -165,79 +174,61 @@ smxStatus_t plan_warp(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
     return SMX_STATUS_SUCCESS;
 }
 
-// A block-smem configuration that fits: cluster size, threads, slice and the resident clusters.
-struct SmemChoice {
+// A block-regs configuration: cluster size, threads, values per thread and how well they fit.
+struct RegsChoice {
     bool fits = false;
+    const void* kernel = nullptr;
     int cluster = 1;
     int threads = 0;
-    std::int64_t slice_len = 0;
-    std::size_t shared_bytes = 0;
-    std::int64_t resident_clusters = 0;
+    int values = 0;               // elements of the row each thread holds in registers
+    std::int64_t slice_len = 0;   // elements per CTA of the cluster
+    int ctas_per_sm = 0;          // resident CTAs per SM (occupancy API)
+    double utilization = 0.0;     // row_len / (cluster x threads x values): registers holding real elements
 };
 
-// Threads for a CTA caching `slice_len` elements: the count that keeps the most threads resident per SM
-// with this shared memory (ties: more CTAs, so one CTA's loads overlap another's stores), at most one
-// per two 16-byte packs of the slice, at least 128.
-smxStatus_t choose_smem_threads(const void* kernel, std::int64_t slice_packs, std::size_t shared_bytes,
-                                int* threads, int* blocks) {
-    *threads = 0;
-    *blocks = 0;
-    const int largest = static_cast<int>(std::clamp<std::int64_t>(prev_pow2(std::max<std::int64_t>(slice_packs / 2, 1)), 128, 1024));
-    for (int candidate = largest; candidate >= 128; candidate /= 2) {
-        int resident = 0;
-        SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, candidate, shared_bytes, &resident));
-        if (resident * candidate > *blocks * *threads || (resident * candidate == *blocks * *threads && resident > *blocks)) {
-            *threads = candidate;
-            *blocks = resident;
-        }
-    }
-    return SMX_STATUS_SUCCESS;
+// Whether `a` serves the row better than `b`: several CTAs per SM first (one CTA's loads overlap another's
+// math and stores), then the fewest idle register slots (to 1%), then more values per thread (more loads
+// in flight per thread, fewer threads to reduce over). Equal: the one found first (the smaller cluster).
+bool better_regs_choice(const RegsChoice& a, const RegsChoice& b) {
+    if (!b.fits) return a.fits;
+    if (!a.fits) return false;
+    const bool a_overlaps = a.ctas_per_sm >= kRegsMinCtasPerSm;
+    const bool b_overlaps = b.ctas_per_sm >= kRegsMinCtasPerSm;
+    if (a_overlaps != b_overlaps) return a_overlaps;
+    const int a_percent = static_cast<int>(a.utilization * 100.0);
+    const int b_percent = static_cast<int>(b.utilization * 100.0);
+    if (a_percent != b_percent) return a_percent > b_percent;
+    return a.values > b.values;
 }
 
-// The smallest cluster whose CTAs can each cache their slice of the row: first within half an SM's
-// shared memory (two CTAs per SM), then within the opt-in limit, then a non-portable cluster of 16.
-smxStatus_t choose_smem_config(const SoftmaxInfo& info, const DeviceLimits& limits, const void* kernel,
-                               SmemChoice* choice) {
+// The smallest cluster (1..16 CTAs, any integer) with a configuration that keeps several CTAs per SM and
+// wastes at most 10% of its register slots; the best configuration seen when none does. Clusters
+// are checked for placement with cudaOccupancyMaxActiveClusters (16 needs the non-portable opt-in).
+smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
     *choice = {};
-    cudaFuncAttributes attributes{};
-    cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "reading the block-smem kernel's attributes");
-    const std::size_t static_bytes = attributes.sharedSizeBytes;
-    if (limits.shared_memory_per_block_optin <= static_bytes) return SMX_STATUS_SUCCESS;
-    // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
-    const std::size_t dynamic_limit = limits.shared_memory_per_block_optin - static_bytes;
-    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_limit));
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "raising the block-smem kernel's shared memory limit");
     const bool clusters = limits.cluster_launch && limits.compute_capability_major >= 9;
-    if (clusters) {
-        error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing clusters of 16 for the block-smem kernel");
-    }
-    const std::int64_t x_size = static_cast<std::int64_t>(dtype_size(info.x_dtype));
-    const std::int64_t pack = 16 / x_size;
-    const std::size_t half_sm = limits.shared_memory_per_multiprocessor / 2;
-    const std::size_t two_per_sm =
-        half_sm > kReservedSharedPerBlock + static_bytes ? half_sm - kReservedSharedPerBlock - static_bytes : 0;
-
-    struct Budget {
-        std::size_t bytes;
-        int max_cluster;
-    };
-    const Budget budgets[] = {{std::min(two_per_sm, dynamic_limit), clusters ? 8 : 1},
-                              {dynamic_limit, clusters ? 8 : 1},
-                              {dynamic_limit, clusters ? 16 : 1}};
-    for (const Budget& budget : budgets) {
-        for (int cluster = 1; cluster <= budget.max_cluster; cluster *= 2) {
-            const std::int64_t slice_len = round_up(ceil_div(info.row_len, cluster), pack);
-            // One extra pack: the slice is shifted by up to pack - 1 elements to align its body.
-            const std::size_t shared_bytes = static_cast<std::size_t>(round_up((slice_len + pack) * x_size, 16));
-            if (shared_bytes > budget.bytes) continue;
-            int threads = 0;
-            int blocks = 0;
-            SMX_RETURN_IF_ERROR(choose_smem_threads(kernel, slice_len / pack, shared_bytes, &threads, &blocks));
-            if (blocks == 0) continue;
-            std::int64_t resident_clusters = static_cast<std::int64_t>(blocks) * limits.multiprocessor_count;
-            if (clusters) {
+    const int max_cluster = clusters ? cuda::kBlockRegsMaxCluster : 1;
+    const int max_threads = std::min(cuda::kBlockRegsMaxThreads, std::max(limits.max_threads_per_block, kRegsMinThreads));
+    const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(info.x_dtype));
+    RegsChoice fallback;
+    for (int cluster = 1; cluster <= max_cluster; ++cluster) {
+        // Slices are whole packs, so every CTA's slice keeps the row's 16-byte phase.
+        const std::int64_t slice_len = round_up(ceil_div(info.row_len, cluster), pack);
+        if (cluster > 1 && slice_len < kRegsMinClusterSlice) break;  // smaller slices only add cluster cost
+        if ((cluster - 1) * slice_len >= info.row_len) continue;     // the last CTA would have nothing
+        RegsChoice best;
+        for (int values : cuda::kBlockRegsValueCounts) {
+            const void* kernel = cuda::block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
+            if (kernel == nullptr) continue;
+            const std::int64_t threads = std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32), kRegsMinThreads);
+            if (threads > max_threads) continue;
+            int ctas_per_sm = 0;
+            SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &ctas_per_sm));
+            if (ctas_per_sm == 0) continue;
+            if (cluster > 1) {
+                // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
+                cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+                if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing clusters of 16 for the block-regs kernel");
                 cudaLaunchAttribute cluster_attribute{};
                 cluster_attribute.id = cudaLaunchAttributeClusterDimension;
                 cluster_attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
@@ -246,22 +237,33 @@ smxStatus_t choose_smem_config(const SoftmaxInfo& info, const DeviceLimits& limi
                 cudaLaunchConfig_t config{};
                 config.gridDim = dim3(static_cast<unsigned>(cluster));
                 config.blockDim = dim3(static_cast<unsigned>(threads));
-                config.dynamicSmemBytes = shared_bytes;
                 config.attrs = &cluster_attribute;
                 config.numAttrs = 1;
                 int active = 0;
                 error = cudaOccupancyMaxActiveClusters(&active, kernel, &config);
                 if (error != cudaSuccess) {
-                    (void)cudaGetLastError();  // e.g. a cluster of 16 this device cannot place: try the next
+                    (void)cudaGetLastError();  // e.g. a cluster this device cannot place: try the next
                     continue;
                 }
                 if (active == 0) continue;
-                resident_clusters = active;
             }
-            *choice = {true, cluster, threads, slice_len, shared_bytes, resident_clusters};
+            const RegsChoice candidate{true,
+                                       kernel,
+                                       cluster,
+                                       static_cast<int>(threads),
+                                       values,
+                                       slice_len,
+                                       ctas_per_sm,
+                                       static_cast<double>(info.row_len) / static_cast<double>(cluster * threads * values)};
+            if (better_regs_choice(candidate, best)) best = candidate;
+        }
+        if (best.fits && best.ctas_per_sm >= kRegsMinCtasPerSm && best.utilization >= kRegsGoodUtilization) {
+            *choice = best;
             return SMX_STATUS_SUCCESS;
         }
+        if (better_regs_choice(best, fallback)) fallback = best;
     }
+    *choice = fallback;
     return SMX_STATUS_SUCCESS;
 }
 
@@ -294,27 +296,28 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
     // (a) Short rows live in registers: one read, one write, no shared memory.
     if (info.row_len <= cuda::kWarpMaxRowLen) return plan_warp(info, limits, plan);
 
-    // (b) Rows that a cluster of CTAs can cache in shared memory: one read, one write.
-    const void* smem_kernel = cuda::block_smem_softmax_kernel(info.x_dtype, info.y_dtype);
-    SMX_RETURN_IF_ERROR(require_kernel(smem_kernel, info, "block-smem"));
-    SmemChoice smem;
-    SMX_RETURN_IF_ERROR(choose_smem_config(info, limits, smem_kernel, &smem));
+    // (b) Rows that a cluster of CTAs can hold in registers: one read, one write, one exp per element.
+    RegsChoice regs;
+    SMX_RETURN_IF_ERROR(choose_regs_config(info, limits, &regs));
+    // One cluster per row: grid.x = cluster x rows_per_grid_row, grid.y covers the rest of the rows.
+    const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, kRegsRowsPerGridRow);
+    const std::int64_t grid_rows = ceil_div(info.rows, rows_per_grid_row);
+    regs.fits = regs.fits && grid_rows <= kMaxGridY;
     // (d) Few long rows would leave most SMs idle: spread each row over many CTAs instead.
-    const std::int64_t ctas_per_row = smem.fits ? smem.cluster : 1;
+    const std::int64_t ctas_per_row = regs.fits ? regs.cluster : 1;
     if (info.row_len >= kSplitRowMinLen && info.rows * ctas_per_row < limits.multiprocessor_count) {
         return plan_split_row(info, plan);
     }
-    if (smem.fits) {
-        const std::int64_t clusters = std::min(info.rows, smem.resident_clusters);
-        const unsigned grid = static_cast<unsigned>(std::min<std::int64_t>(clusters * smem.cluster, INT_MAX / 16 * 16));
-        plan->family = KernelFamily::BlockSmem;
-        plan->args.slice_len = smem.slice_len;
-        const bool clusters_supported = limits.cluster_launch && limits.compute_capability_major >= 9;
-        plan->launches[0] = {smem_kernel, dim3(grid), dim3(static_cast<unsigned>(smem.threads)), smem.shared_bytes,
-                             clusters_supported ? static_cast<unsigned>(smem.cluster) : 0u};
+    if (regs.fits) {
+        const dim3 grid(static_cast<unsigned>(rows_per_grid_row * regs.cluster), static_cast<unsigned>(grid_rows));
+        plan->family = KernelFamily::BlockRegs;
+        plan->args.slice_len = regs.slice_len;
+        plan->launches[0] = {regs.kernel, grid, dim3(static_cast<unsigned>(regs.threads)), 0,
+                             regs.cluster > 1 ? static_cast<unsigned>(regs.cluster) : 0u};
         plan->launch_count = 1;
-        plan->text = fmt::format("cuda block-smem threads={} cluster={} slice={} smem={} grid={}", smem.threads,
-                                 smem.cluster, smem.slice_len, smem.shared_bytes, grid);
+        plan->text = fmt::format("cuda block-regs values={} threads={} cluster={} slice={} ctas_per_sm={} grid={}x{}",
+                                 regs.values, regs.threads, regs.cluster, regs.slice_len, regs.ctas_per_sm, grid.x,
+                                 grid.y);
         return SMX_STATUS_SUCCESS;
     }
 

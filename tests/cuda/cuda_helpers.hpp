@@ -120,7 +120,7 @@ std::string check_on_device(smxHandle_t handle, HostTensor& y, const HostTensor&
 std::string check_in_place_on_device(smxHandle_t handle, HostTensor& x_then_y, int axis, bool log_mode,
                                      std::string* plan = nullptr);
 
-// The kernel kind of a CUDA plan text: the word after "cuda " ("warp", "block-smem", ...); "" if the
+// The kernel kind of a CUDA plan text: the word after "cuda " ("warp", "block-regs", ...); "" if the
 // text does not start with "cuda ".
 std::string kernel_kind(const std::string& plan);
 

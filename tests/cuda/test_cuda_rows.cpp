@@ -80,7 +80,7 @@ TEST_CASE("cuda rows: row lengths around dispatch boundaries match the reference
     // Each contiguous-row class this sweep is built to reach (block-online needs rows too long for any
     // cluster in large numbers and has its own test below).
     CHECK(kinds.count("warp") == 1);
-    CHECK(kinds.count("block-smem") == 1);
+    CHECK(kinds.count("block-regs") == 1);
     CHECK(kinds.count("split-row") == 1);
     CHECK(saw_multi_cta_cluster);
 }
@@ -226,6 +226,106 @@ TEST_CASE("cuda rows: the same input twice gives bitwise the same output", "[cud
             INFO(describe_case(first, x, c.axis, log_mode) << " | plan: " << plan);
             CHECK(compare_to_reference(first, reference_softmax(x, c.axis, log_mode), log_mode) == "");
             CHECK(std::memcmp(first.storage.data(), second.storage.data(), first.storage.size()) == 0);
+        }
+    }
+}
+
+// ---- block-regs: rows held in registers, split over a cluster ------------------------------------------
+
+namespace {
+
+// Enough rows that the split-row plan stays away (rows x cluster >= SMs) for every length below.
+std::int64_t block_regs_rows() { return multiprocessor_count() + 3; }
+
+// Runs one case that the block-regs kernel must take; checks the result and the plan's kind.
+void check_block_regs_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                           std::int64_t row_len, bool log_mode) {
+    HostTensor x = make_tensor(x_dtype, {rows, row_len});
+    HostTensor y = make_tensor(y_dtype, {rows, row_len});
+    fill_random(x, test_rng());
+    std::string plan;
+    const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
+    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+    CHECK(mismatch == "");
+    CHECK(kernel_kind(plan) == "block-regs");
+}
+
+}  // namespace
+
+TEST_CASE("cuda rows: block-regs matches the reference for every dtype pair, one CTA and clusters", "[cuda]") {
+    CudaHandle handle;
+    const std::int64_t rows = block_regs_rows();
+    // 1025: the first length past the warp kernel; 3001 and 50257: odd lengths, so every row starts at a
+    // different 16-byte phase (peeled head and tail); 20000 and 50257: clusters for every element size.
+    const std::int64_t row_lengths[] = {1025, 3001, 20000, 50257};
+    const smxDataType_t float_types[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32};
+    for (std::int64_t row_len : row_lengths) {
+        for (bool log_mode : {false, true}) {
+            for (smxDataType_t x_dtype : float_types) {
+                for (smxDataType_t y_dtype : float_types) {
+                    check_block_regs_case(handle.get(), x_dtype, y_dtype, rows, row_len, log_mode);
+                }
+            }
+        }
+        check_block_regs_case(handle.get(), SMX_DTYPE_F64, SMX_DTYPE_F64, rows, row_len, false);
+    }
+}
+
+TEST_CASE("cuda rows: block-regs in place and with the longest rows a cluster holds", "[cuda]") {
+    CudaHandle handle;
+    const std::int64_t rows = block_regs_rows();
+    for (std::int64_t row_len : {std::int64_t{4097}, std::int64_t{50257}}) {
+        for (bool log_mode : {false, true}) {
+            HostTensor x_then_y = make_tensor(SMX_DTYPE_F16, {rows, row_len});
+            fill_random(x_then_y, test_rng());
+            std::string plan;
+            const std::string mismatch = check_in_place_on_device(handle.get(), x_then_y, 1, log_mode, &plan);
+            INFO("in place f16 [" << rows << "," << row_len << "] log " << log_mode << " | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(kernel_kind(plan) == "block-regs");
+        }
+    }
+    // 128256 (a vocabulary) and 2^19 = 16 CTAs x 1024 threads x 32 values: the largest row it takes.
+    check_block_regs_case(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, rows, 128256, false);
+    check_block_regs_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 9, std::int64_t{1} << 19, true);
+}
+
+TEST_CASE("cuda rows: block-regs special values inside one CTA's slice and across the cluster", "[cuda][sanitize]") {
+    CudaHandle handle;
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const std::int64_t rows = block_regs_rows();
+    const std::int64_t row_len = 20001;  // clusters of 2+ CTAs, odd: misaligned rows
+    struct Pair {
+        smxDataType_t x, y;
+    };
+    for (const Pair pair : {Pair{SMX_DTYPE_F32, SMX_DTYPE_F32}, Pair{SMX_DTYPE_F16, SMX_DTYPE_F16},
+                            Pair{SMX_DTYPE_BF16, SMX_DTYPE_F32}, Pair{SMX_DTYPE_F32, SMX_DTYPE_BF16}}) {
+        HostTensor x = make_tensor(pair.x, {rows, row_len});
+        fill_random(x, test_rng());
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const auto put = [&](std::int64_t j, double value) { x.set(r * row_len + j, value); };
+            switch (r % 8) {
+                case 1: put(row_len - 3, nan); break;                                   // NaN in the last CTA's tail
+                case 2: put(7, inf); break;                                             // +inf in the head
+                case 3: for (std::int64_t j = 0; j < row_len; ++j) put(j, -inf); break; // all -inf: NaN
+                case 4: for (std::int64_t j = 0; j < row_len / 2; ++j) put(j, -inf); break;  // whole CTAs of -inf
+                case 5:  // a NaN among -inf only (a plain max would drop it)
+                    for (std::int64_t j = 0; j < row_len; ++j) put(j, -inf);
+                    put(row_len / 2 + 5, nan);
+                    break;
+                case 6: put(100, inf); put(101, -inf); break;
+                case 7: put(row_len / 3, 3.0e4); put(row_len / 3 + 1, -3.0e4); break;  // huge range
+                default: break;
+            }
+        }
+        for (bool log_mode : {false, true}) {
+            HostTensor y = make_tensor(pair.y, {rows, row_len});
+            std::string plan;
+            const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
+            INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(kernel_kind(plan) == "block-regs");
         }
     }
 }

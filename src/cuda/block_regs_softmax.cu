@@ -1,0 +1,208 @@
+// block_regs_softmax.cu - rows of 1025..524288 elements, Rows layout: a cluster of C CTAs (C = 1..16, any
+// integer) per row, each CTA owning a slice of ceil(n / C) elements (rounded up to a 16-byte pack) that its
+// threads hold in REGISTERS as the compute type, kValues per thread. Per row: every load issued first, one
+// exp per element (kept in the registers), one (max, sum) reduction per CTA, combined across the cluster
+// through distributed shared memory, then the write. Traffic: x read once, y written once. One
+// cluster per row; several CTAs per SM overlap one CTA's loads with another's math and stores.
+#include <cooperative_groups.h>
+
+#include <type_traits>
+
+#include "cuda/softmax_common.cuh"
+
+namespace smx::cuda {
+namespace {
+
+// This CTA's rank in its cluster and the cluster size (0 and 1 without clusters).
+struct ClusterPlace {
+    unsigned rank;
+    unsigned size;
+};
+
+__device__ __forceinline__ ClusterPlace cluster_place() {
+#if __CUDA_ARCH__ >= 900
+    const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    return {cluster.block_rank(), cluster.num_blocks()};
+#else
+    return {0u, 1u};
+#endif
+}
+
+// Every thread of every CTA of the cluster arrives (release) and waits (acquire).
+__device__ __forceinline__ void cluster_barrier() {
+#if __CUDA_ARCH__ >= 900
+    cooperative_groups::this_cluster().sync();
+#else
+    __syncthreads();
+#endif
+}
+
+// CTA `rank`'s copy of a shared variable (distributed shared memory on sm_90).
+template <class T>
+__device__ __forceinline__ T read_peer(T* local, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+    return *cooperative_groups::this_cluster().map_shared_rank(local, rank);
+#else
+    return *local;
+#endif
+}
+
+// Plain max (one instruction): NaN is not needed here, the row's sum carries it (see the kernel).
+__device__ __forceinline__ float plain_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double plain_max(double a, double b) { return fmax(a, b); }
+
+template <class X, class Y, int kValues>
+__global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    constexpr int kPack = kPackOf<X>;
+    static_assert(kValues % kPack == 0, "a thread holds whole 16-byte packs");
+    constexpr int kPacks = kValues / kPack;
+    __shared__ Stats<C> warp_partials[32];
+    __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
+    __shared__ Stats<C> cluster_stats;
+
+    // One cluster per row (a persistent loop over rows made the compiler hoist per-pack addresses out of
+    // it and spill the values): grid.x = C x rows_per_grid_row, grid.y = ceil(rows / rows_per_grid_row).
+    const ClusterPlace place = cluster_place();
+    const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * (gridDim.x / place.size) + blockIdx.x / place.size;
+    if (row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
+    const X* x = static_cast<const X*>(args.x);
+    Y* y = static_cast<Y*>(args.y);
+    const bool log_mode = args.log_mode != 0;
+    const std::int64_t slice_begin = static_cast<std::int64_t>(place.rank) * args.slice_len;
+    const std::int64_t remaining = args.row_len - slice_begin;
+    const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
+    const int tid = threadIdx.x;
+    const int threads = blockDim.x;
+    const int lane = tid % 32;
+    const int warp = tid / 32;
+    const int warps = threads / 32;
+
+    {
+        const X* x_slice = x + row * args.x_row_stride + slice_begin;
+        Y* y_slice = y + row * args.y_row_stride + slice_begin;
+        // Slices start at multiples of the pack, so every slice has its row's 16-byte phase: peel the
+        // elements before the first 16-byte boundary (head) and after the last whole pack (tail); thread
+        // t < head + tail holds one of them as its "edge" value.
+        const int misalignment = static_cast<int>(reinterpret_cast<std::uintptr_t>(x_slice) % 16);
+        const int head = min(count, (16 - misalignment) % 16 / static_cast<int>(sizeof(X)));
+        const int body_packs = (count - head) / kPack;
+        const int tail_begin = head + body_packs * kPack;
+        const bool has_edge = tid < count - body_packs * kPack;
+        const int edge_index = tid < head ? tid : tail_begin + (tid - head);
+        const X* x_body = x_slice + head;
+
+        // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
+        Packed<X, kPack> raw[kPacks];
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+            const int pack = p * threads + tid;
+            if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+        }
+        C edge = has_edge ? to_compute(x_slice[edge_index]) : neg_inf<C>();
+        C values[kValues];
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+            const bool loaded = p * threads + tid < body_packs;
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) values[p * kPack + k] = loaded ? to_compute(raw[p].value[k]) : neg_inf<C>();
+        }
+
+        // This thread's statistics, shifted by its own max (0 when it holds only -inf, so padding adds
+        // exp(-inf) = 0 rather than NaN). fmaxf may drop a NaN, but exp(NaN) puts it in the sum, and a NaN
+        // sum then becomes a NaN max: the invariant combine() relies on (+inf: inf - inf = NaN likewise).
+        C thread_max = edge;
+#pragma unroll
+        for (int i = 0; i < kValues; ++i) thread_max = plain_max(thread_max, values[i]);
+        const bool thread_all_neg_inf = thread_max == neg_inf<C>();
+        const C shift = thread_all_neg_inf ? C(0) : thread_max;
+        const C edge_exp = exp_of(edge - shift);
+        C thread_sum = edge_exp;
+#pragma unroll
+        for (int i = 0; i < kValues; ++i) {
+            const C e = exp_of(values[i] - shift);
+            thread_sum += e;
+            if (!log_mode) values[i] = e;  // softmax keeps exp(v - shift); log-softmax keeps v
+        }
+        if (!log_mode) edge = edge_exp;
+        if (thread_sum != thread_sum) thread_max = thread_sum;
+
+        // CTA statistics: warps, then warp 0 folds the warp partials (same tree in every CTA).
+        Stats<C> stats = warp_combine_stats(Stats<C>{thread_max, thread_sum});
+        if (lane == 0) warp_partials[warp] = stats;
+        __syncthreads();
+        if (warp == 0) {
+            stats = warp_combine_stats(lane < warps ? warp_partials[lane] : empty_stats<C>());
+            if (lane == 0) exchange = stats;
+        }
+        Stats<C> row_stats;
+        if (place.size > 1) {
+            // Warp 0 of every CTA folds all CTAs' statistics in rank order: bitwise the same everywhere.
+            cluster_barrier();
+            if (warp == 0) {
+                stats = warp_combine_stats(lane < static_cast<int>(place.size) ? read_peer(&exchange, lane)
+                                                                                : empty_stats<C>());
+                if (lane == 0) cluster_stats = stats;
+            }
+            __syncthreads();
+            row_stats = cluster_stats;
+        } else {
+            __syncthreads();
+            row_stats = exchange;
+        }
+
+        // All -inf rows have sum 0: 0 * (1 / 0) and -inf - -inf both give NaN, as the reference does.
+        if (log_mode) {
+            const C log_sum = log_of(row_stats.sum);
+#pragma unroll
+            for (int i = 0; i < kValues; ++i) values[i] = (values[i] - row_stats.max) - log_sum;
+            edge = (edge - row_stats.max) - log_sum;
+        } else {
+            const C rescale_to_row = thread_all_neg_inf ? C(0) : exp_of(shift - row_stats.max);
+            const C factor = rescale_to_row * (C(1) / row_stats.sum);
+#pragma unroll
+            for (int i = 0; i < kValues; ++i) values[i] *= factor;
+            edge *= factor;
+        }
+
+        Y* y_body = y_slice + head;
+        const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+            const int pack = p * threads + tid;
+            if (pack >= body_packs) continue;
+            if (y_packs_aligned) {
+                store_pack<Y, kPack>(y_body + pack * kPack, &values[p * kPack]);
+            } else {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(values[p * kPack + k]);
+            }
+        }
+        if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
+    }
+    // Peers may still be reading this CTA's exchange slot: stay resident until the whole cluster is done.
+    if (place.size > 1) cluster_barrier();
+}
+
+template <class X, class Y>
+const void* block_regs_instance(int values_per_thread) {
+    switch (values_per_thread) {
+        case 8: return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 8>);
+        case 16: return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 16>);
+        case 32:
+            // 32 doubles would take every register a thread of a 1024-thread CTA may have.
+            if constexpr (!std::is_same_v<X, double>) return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 32>);
+            return nullptr;
+        default: return nullptr;
+    }
+}
+
+}  // namespace
+
+const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread) {
+    return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread](auto x_tag, auto y_tag) -> const void* {
+        return block_regs_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type>(values_per_thread);
+    });
+}
+
+}  // namespace smx::cuda
