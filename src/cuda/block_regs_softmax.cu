@@ -1,6 +1,6 @@
 // block_regs_softmax.cu - rows of 1025..524288 elements, Rows layout: a cluster of C CTAs (C = 1..16, any
 // integer) per row, each CTA owning a slice of ceil(n / C) elements (rounded up to a 16-byte pack) that its
-// threads hold in REGISTERS as the compute type, kValues per thread. Per row: every load issued first, one
+// threads hold in REGISTERS (16-bit inputs packed, widened on use), kValues per thread. Per row: every load issued first, one
 // exp per element (kept in the registers), one (max, sum) reduction per CTA, combined across the cluster
 // through distributed shared memory, then the write. Traffic: x read once, y written once. One
 // cluster per row; several CTAs per SM overlap one CTA's loads with another's math and stores.
@@ -51,12 +51,21 @@ __device__ __forceinline__ T read_peer(T* local, unsigned rank) {
 __device__ __forceinline__ float plain_max(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double plain_max(double a, double b) { return fmax(a, b); }
 
+// 64 values per thread (packed 16-bit) at most 512 threads: up to 128 registers, no spills.
+template <int kValues>
+constexpr int kBlockRegsMaxThreadsFor = kValues == 64 ? 512 : 1024;
+
 template <class X, class Y, int kValues>
-__global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
     constexpr int kPack = kPackOf<X>;
     static_assert(kValues % kPack == 0, "a thread holds whole 16-byte packs");
     constexpr int kPacks = kValues / kPack;
+    // 16-bit inputs stay packed in registers (two per 32-bit register) and are widened on use, so a thread
+    // keeps twice the bytes in flight for the same registers (the 16-bit cases were short of loads in
+    // flight); softmax then pays a second exp in the write. An input already of the compute type keeps the
+    // exp it computed for the sum instead.
+    constexpr bool kKeepExp = std::is_same_v<X, C>;
     __shared__ Stats<C> warp_partials[32];
     __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
     __shared__ Stats<C> cluster_stats;
@@ -100,29 +109,35 @@ __global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelAr
             if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
         }
         C edge = has_edge ? to_compute(x_slice[edge_index]) : neg_inf<C>();
-        C values[kValues];
+        bool loaded[kPacks];
 #pragma unroll
-        for (int p = 0; p < kPacks; ++p) {
-            const bool loaded = p * threads + tid < body_packs;
-#pragma unroll
-            for (int k = 0; k < kPack; ++k) values[p * kPack + k] = loaded ? to_compute(raw[p].value[k]) : neg_inf<C>();
-        }
+        for (int p = 0; p < kPacks; ++p) loaded[p] = p * threads + tid < body_packs;
 
         // This thread's statistics, shifted by its own max (0 when it holds only -inf, so padding adds
         // exp(-inf) = 0 rather than NaN). fmaxf may drop a NaN, but exp(NaN) puts it in the sum, and a NaN
         // sum then becomes a NaN max: the invariant combine() relies on (+inf: inf - inf = NaN likewise).
         C thread_max = edge;
 #pragma unroll
-        for (int i = 0; i < kValues; ++i) thread_max = plain_max(thread_max, values[i]);
+        for (int p = 0; p < kPacks; ++p) {
+            if (!loaded[p]) continue;
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) thread_max = plain_max(thread_max, widen_on_use(raw[p].value[k]));
+        }
         const bool thread_all_neg_inf = thread_max == neg_inf<C>();
         const C shift = thread_all_neg_inf ? C(0) : thread_max;
         const C edge_exp = exp_of(edge - shift);
         C thread_sum = edge_exp;
 #pragma unroll
-        for (int i = 0; i < kValues; ++i) {
-            const C e = exp_of(values[i] - shift);
-            thread_sum += e;
-            if (!log_mode) values[i] = e;  // softmax keeps exp(v - shift); log-softmax keeps v
+        for (int p = 0; p < kPacks; ++p) {
+            if (!loaded[p]) continue;
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                const C e = exp_of(widen_on_use(raw[p].value[k]) - shift);
+                thread_sum += e;
+                if constexpr (kKeepExp) {
+                    if (!log_mode) raw[p].value[k] = e;  // softmax keeps exp(v - shift); log-softmax keeps v
+                }
+            }
         }
         if (!log_mode) edge = edge_exp;
         if (thread_sum != thread_sum) thread_max = thread_sum;
@@ -152,30 +167,30 @@ __global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelAr
         }
 
         // All -inf rows have sum 0: 0 * (1 / 0) and -inf - -inf both give NaN, as the reference does.
-        if (log_mode) {
-            const C log_sum = log_of(row_stats.sum);
-#pragma unroll
-            for (int i = 0; i < kValues; ++i) values[i] = (values[i] - row_stats.max) - log_sum;
-            edge = (edge - row_stats.max) - log_sum;
-        } else {
-            const C rescale_to_row = thread_all_neg_inf ? C(0) : exp_of(shift - row_stats.max);
-            const C factor = rescale_to_row * (C(1) / row_stats.sum);
-#pragma unroll
-            for (int i = 0; i < kValues; ++i) values[i] *= factor;
-            edge *= factor;
-        }
+        const C log_sum = log_mode ? log_of(row_stats.sum) : C(0);
+        const C factor = log_mode ? C(0)
+                                  : (thread_all_neg_inf ? C(0) : exp_of(shift - row_stats.max)) * (C(1) / row_stats.sum);
+        const auto output = [&](C held) -> C {
+            if (log_mode) return (held - row_stats.max) - log_sum;
+            if constexpr (kKeepExp) return held * factor;  // held is exp(v - shift) already
+            return exp_of(held - shift) * factor;          // 16-bit: the second exp of this element
+        };
+        edge = log_mode ? (edge - row_stats.max) - log_sum : edge * factor;
 
         Y* y_body = y_slice + head;
         const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
 #pragma unroll
         for (int p = 0; p < kPacks; ++p) {
+            if (!loaded[p]) continue;
             const int pack = p * threads + tid;
-            if (pack >= body_packs) continue;
+            C out[kPack];
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) out[k] = output(widen_on_use(raw[p].value[k]));
             if (y_packs_aligned) {
-                store_pack<Y, kPack>(y_body + pack * kPack, &values[p * kPack]);
+                store_pack<Y, kPack>(y_body + pack * kPack, out);
             } else {
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(values[p * kPack + k]);
+                for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(out[k]);
             }
         }
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
@@ -192,6 +207,10 @@ const void* block_regs_instance(int values_per_thread) {
         case 32:
             // 32 doubles would take every register a thread of a 1024-thread CTA may have.
             if constexpr (!std::is_same_v<X, double>) return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 32>);
+            return nullptr;
+        case 64:
+            // Only packed 16-bit inputs fit 64 values per thread in registers.
+            if constexpr (sizeof(X) == 2) return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 64>);
             return nullptr;
         default: return nullptr;
     }

@@ -61,9 +61,9 @@ constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes 
 template <int kPack>
 struct WarpShapeTable;
 template <>
-struct WarpShapeTable<8> {  // f16, bf16
-    static constexpr std::array<WarpShape, 9> shapes{{{1, 8, 2}, {2, 8, 2}, {4, 8, 2}, {8, 8, 2}, {16, 8, 2},
-                                                      {32, 8, 2}, {32, 16, 1}, {32, 24, 1}, {32, 32, 1}}};
+struct WarpShapeTable<8> {  // f16, bf16: held packed, so twice f32's rows per thread for the same bytes in flight
+    static constexpr std::array<WarpShape, 9> shapes{{{1, 8, 4}, {2, 8, 4}, {4, 8, 4}, {8, 8, 4}, {16, 8, 4},
+                                                      {32, 8, 4}, {32, 16, 2}, {32, 24, 2}, {32, 32, 2}}};
 };
 template <>
 struct WarpShapeTable<4> {  // f32
@@ -84,8 +84,9 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, WarpShape* shape
 
 // Kernel instances, or nullptr for a dtype pair that has none. Defined next to each kernel family.
 const void* warp_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index);
-// Values per thread the block-regs kernel is instantiated with (f64: 8 and 16 only), ascending.
-constexpr std::array<int, 3> kBlockRegsValueCounts{{8, 16, 32}};
+// Values per thread the block-regs kernel is instantiated with (f64: 8 and 16 only; 64: 16-bit x only), ascending.
+// 64 only for 16-bit inputs, which stay packed in registers (32 registers for 64 values).
+constexpr std::array<int, 4> kBlockRegsValueCounts{{8, 16, 32, 64}};
 constexpr int kBlockRegsMaxThreads = 1024;
 constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed
 
