@@ -61,9 +61,9 @@ constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes 
 template <int kPack>
 struct WarpShapeTable;
 template <>
-struct WarpShapeTable<8> {  // f16, bf16: held packed, so twice f32's rows per thread for the same bytes in flight
-    static constexpr std::array<WarpShape, 9> shapes{{{1, 8, 4}, {2, 8, 4}, {4, 8, 4}, {8, 8, 4}, {16, 8, 4},
-                                                      {32, 8, 4}, {32, 16, 2}, {32, 24, 2}, {32, 32, 2}}};
+struct WarpShapeTable<8> {  // f16, bf16
+    static constexpr std::array<WarpShape, 9> shapes{{{1, 8, 2}, {2, 8, 2}, {4, 8, 2}, {8, 8, 2}, {16, 8, 2},
+                                                      {32, 8, 2}, {32, 16, 1}, {32, 24, 1}, {32, 32, 1}}};
 };
 template <>
 struct WarpShapeTable<4> {  // f32

@@ -19,16 +19,11 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
     static_assert(kCols % kPack == 0, "a lane holds whole packs");
     constexpr int kPacksPerLane = kCols / kPack;
     constexpr int kRowsPerWarp = (32 / kLanes) * kRowsPerThread;
-    // Inputs stay in registers in their own dtype (16-bit packed two per register) and are widened on use,
-    // so 16-bit rows can keep as many bytes in flight as f32 ones; softmax then recomputes exp in the write.
-    // An input already of the compute type keeps the exp it computed for the sum instead.
-    constexpr bool kKeepExp = std::is_same_v<X, C>;
 
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
     const int row_len = static_cast<int>(args.row_len);  // <= kWarpMaxRowLen
     const bool log_mode = args.log_mode != 0;
-    const X padding = StoreAs<X>::from(neg_inf<C>());  // adds exp(-inf) = 0 to the sum
     const int lane = threadIdx.x % 32;
     const int group = lane / kLanes;
     const int lane_in_group = lane % kLanes;
@@ -39,8 +34,8 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
     // The loop bound is per warp (not per group) so every lane reaches every shuffle.
     for (std::int64_t warp_row = first_warp * kRowsPerWarp; warp_row < args.rows; warp_row += warp_step) {
         const std::int64_t first_row = warp_row + group * kRowsPerThread;
-        // Every load of every row is issued before the first reduction waits on any of them.
-        Packed<X, kPack> held[kRowsPerThread][kPacksPerLane];
+        C values[kRowsPerThread][kCols];
+        C row_max[kRowsPerThread];
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
             const bool row_valid = first_row + r < args.rows;
@@ -48,39 +43,31 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
 #pragma unroll
             for (int p = 0; p < kPacksPerLane; ++p) {
                 const int col = (p * kLanes + lane_in_group) * kPack;
+                C* pack = &values[r][p * kPack];
                 if (row_valid && args.x_vector && col + kPack <= row_len) {
-                    held[r][p] = *reinterpret_cast<const Packed<X, kPack>*>(x_row + col);
+                    load_pack(x_row + col, pack);
                 } else {
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) held[r][p].value[k] = row_valid && col + k < row_len ? x_row[col + k] : padding;
+                    for (int k = 0; k < kPack; ++k) {
+                        pack[k] = row_valid && col + k < row_len ? to_compute(x_row[col + k]) : neg_inf<C>();
+                    }
                 }
             }
-        }
-        C row_max[kRowsPerThread];
+            C thread_max = values[r][0];
 #pragma unroll
-        for (int r = 0; r < kRowsPerThread; ++r) {
-            C thread_max = widen_on_use(held[r][0].value[0]);
-#pragma unroll
-            for (int p = 0; p < kPacksPerLane; ++p) {
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) thread_max = max_nan(thread_max, widen_on_use(held[r][p].value[k]));
-            }
+            for (int c = 1; c < kCols; ++c) thread_max = max_nan(thread_max, values[r][c]);
             row_max[r] = group_max<kLanes>(thread_max);
         }
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
-            // An all -inf row gives -inf - -inf = NaN here and NaN outputs, as the reference does.
+            // Padding is -inf and adds exp(-inf) = 0; an all -inf row gives NaN, as the reference does.
             C thread_sum = 0;
 #pragma unroll
-            for (int p = 0; p < kPacksPerLane; ++p) {
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    const C e = exp_of(widen_on_use(held[r][p].value[k]) - row_max[r]);
-                    thread_sum += e;
-                    if constexpr (kKeepExp) {
-                        if (!log_mode) held[r][p].value[k] = e;
-                    }
-                }
+            for (int c = 0; c < kCols; ++c) {
+                values[r][c] -= row_max[r];
+                const C e = exp_of(values[r][c]);
+                thread_sum += e;
+                if (!log_mode) values[r][c] = e;
             }
             const C row_sum = group_sum<kLanes>(thread_sum);
             const C inverse_sum = C(1) / row_sum;
@@ -94,14 +81,8 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
                 C out[kPack];
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) {
-                    const C v = widen_on_use(held[r][p].value[k]);
-                    if (log_mode) {
-                        out[k] = (v - row_max[r]) - log_sum;
-                    } else if constexpr (kKeepExp) {
-                        out[k] = v * inverse_sum;
-                    } else {
-                        out[k] = exp_of(v - row_max[r]) * inverse_sum;
-                    }
+                    const C v = values[r][p * kPack + k];
+                    out[k] = log_mode ? v - log_sum : v * inverse_sum;
                 }
                 if (args.y_vector && col + kPack <= row_len) {
                     store_pack<Y, kPack>(y_row + col, out);
