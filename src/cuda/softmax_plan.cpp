@@ -223,8 +223,13 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
         for (int values : cuda::kBlockRegsValueCounts) {
             const void* kernel = cuda::block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
             if (kernel == nullptr) continue;
+            // The instance's own limit (its __launch_bounds__): the occupancy query does not refuse a block
+            // larger than that, the launch does (seen on the H200 with the 64-value instances at 1024 threads).
+            cudaFuncAttributes attributes{};
+            const cudaError_t attributes_error = cudaFuncGetAttributes(&attributes, kernel);
+            if (attributes_error != cudaSuccess) return cuda::cuda_failure(attributes_error, "reading the block-regs kernel's limits");
             const std::int64_t threads = std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32), kRegsMinThreads);
-            if (threads > max_threads) continue;
+            if (threads > max_threads || threads > attributes.maxThreadsPerBlock) continue;
             int ctas_per_sm = 0;
             SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &ctas_per_sm));
             if (ctas_per_sm == 0) continue;

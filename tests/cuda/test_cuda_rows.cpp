@@ -161,6 +161,21 @@ TEST_CASE("cuda rows: softmax rows of 100k+ elements sum to 1", "[cuda]") {
     }
 }
 
+TEST_CASE("cuda rows: 16-bit rows at the largest cluster sizes launch and match the reference", "[cuda]") {
+    CudaHandle handle;
+    // Enough rows that a per-row plan with a 16-CTA cluster takes them: 2^20 elements once planned 1024
+    // threads for the 64-value instance, which launches with at most 512, and failed to launch (it now
+    // goes to another plan); 2^19 is exactly 16 CTAs x 512 threads x 64 values.
+    const std::int64_t rows = multiprocessor_count() / 8 + 1;
+    for (std::int64_t row_len : {std::int64_t{1} << 20, std::int64_t{1} << 19}) {
+        for (smxDataType_t x_dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+            std::set<std::string> plans;
+            check_rows_case(handle.get(), x_dtype, SMX_DTYPE_F32, rows, row_len, false, &plans);
+            check_rows_case(handle.get(), x_dtype, x_dtype, rows, row_len, true, &plans);
+        }
+    }
+}
+
 TEST_CASE("cuda rows: many rows too long for any cluster use block-online and match on sampled rows",
           "[cuda]") {
     CudaHandle handle;
