@@ -157,8 +157,9 @@ run_stage initcheck summarize_sanitizer run_sanitizer initcheck
 run_stage synccheck summarize_sanitizer run_sanitizer synccheck
 
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | paste -sd ',' - || true)
-commit=$(git rev-parse HEAD 2> /dev/null || echo unknown)
-if [[ -n "$(git status --porcelain --untracked-files=no 2> /dev/null)" ]]; then commit="$commit (with local changes)"; fi
+# SMX_COMMIT names the commit where the tree has no .git (e.g. a copy sent to a GPU machine).
+commit=${SMX_COMMIT:-$(git rev-parse HEAD 2> /dev/null || echo unknown)}
+if [[ -z "${SMX_COMMIT:-}" && -n "$(git status --porcelain --untracked-files=no 2> /dev/null)" ]]; then commit="$commit (with local changes)"; fi
 {
     echo "==== smx GPU suite summary ===="
     printf '%s\n' "${VERDICTS[@]}"
