@@ -4,48 +4,13 @@
 // exp per element (kept in the registers), one (max, sum) reduction per CTA, combined across the cluster
 // through distributed shared memory, then the write. Traffic: x read once, y written once. One
 // cluster per row; several CTAs per SM overlap one CTA's loads with another's math and stores.
-#include <cooperative_groups.h>
-
 #include <type_traits>
 
+#include "cuda/cluster.cuh"
 #include "cuda/softmax_common.cuh"
 
 namespace smx::cuda {
 namespace {
-
-// This CTA's rank in its cluster and the cluster size (0 and 1 without clusters).
-struct ClusterPlace {
-    unsigned rank;
-    unsigned size;
-};
-
-__device__ __forceinline__ ClusterPlace cluster_place() {
-#if __CUDA_ARCH__ >= 900
-    const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    return {cluster.block_rank(), cluster.num_blocks()};
-#else
-    return {0u, 1u};
-#endif
-}
-
-// Every thread of every CTA of the cluster arrives (release) and waits (acquire).
-__device__ __forceinline__ void cluster_barrier() {
-#if __CUDA_ARCH__ >= 900
-    cooperative_groups::this_cluster().sync();
-#else
-    __syncthreads();
-#endif
-}
-
-// CTA `rank`'s copy of a shared variable (distributed shared memory on sm_90).
-template <class T>
-__device__ __forceinline__ T read_peer(T* local, unsigned rank) {
-#if __CUDA_ARCH__ >= 900
-    return *cooperative_groups::this_cluster().map_shared_rank(local, rank);
-#else
-    return *local;
-#endif
-}
 
 // Plain max (one instruction): NaN is not needed here, the row's sum carries it (see the kernel).
 __device__ __forceinline__ float plain_max(float a, float b) { return fmaxf(a, b); }
@@ -74,13 +39,14 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
 
     // One cluster per row (a persistent loop over rows made the compiler hoist per-pack addresses out of
     // it and spill the values): grid.x = C x rows_per_grid_row, grid.y = ceil(rows / rows_per_grid_row).
-    const ClusterPlace place = cluster_place();
-    const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * (gridDim.x / place.size) + blockIdx.x / place.size;
+    const unsigned rank = cluster_rank();
+    const unsigned ranks = cluster_size();
+    const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * (gridDim.x / ranks) + blockIdx.x / ranks;
     if (row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
     const bool log_mode = args.log_mode != 0;
-    const std::int64_t slice_begin = static_cast<std::int64_t>(place.rank) * args.slice_len;
+    const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
     const std::int64_t remaining = args.row_len - slice_begin;
     const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
     const int tid = threadIdx.x;
@@ -165,11 +131,11 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
             if (lane == 0) exchange = stats;
         }
         Stats<C> row_stats;
-        if (place.size > 1) {
+        if (ranks > 1) {
             // Warp 0 of every CTA folds all CTAs' statistics in rank order: bitwise the same everywhere.
-            cluster_barrier();
+            cluster_sync();
             if (warp == 0) {
-                stats = warp_combine_stats(lane < static_cast<int>(place.size) ? read_peer(&exchange, lane)
+                stats = warp_combine_stats(lane < static_cast<int>(ranks) ? read_peer(&exchange, lane)
                                                                                 : empty_stats<C>());
                 if (lane == 0) cluster_stats = stats;
             }
@@ -210,7 +176,7 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
     }
     // Peers may still be reading this CTA's exchange slot: stay resident until the whole cluster is done.
-    if (place.size > 1) cluster_barrier();
+    if (ranks > 1) cluster_sync();
 }
 
 template <class X, class Y>

@@ -70,6 +70,29 @@ unsigned persistent_grid(std::int64_t work_items, int blocks_per_sm, int sms) {
     return static_cast<unsigned>(std::clamp<std::int64_t>(std::min(work_items, resident), 1, INT_MAX));
 }
 
+// How many clusters of `cluster` CTAs (of `threads` threads and `shared_bytes` of dynamic shared memory) the
+// device can keep resident at once; 0 when it cannot place one. A cluster shape the device refuses (e.g. 16
+// CTAs without the non-portable opt-in) is an answer here, not a failure, so the query's error is cleared.
+int max_active_clusters(const void* kernel, int cluster, int threads, std::size_t shared_bytes) {
+    cudaLaunchAttribute cluster_attribute{};
+    cluster_attribute.id = cudaLaunchAttributeClusterDimension;
+    cluster_attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+    cluster_attribute.val.clusterDim.y = 1;
+    cluster_attribute.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(cluster));
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = shared_bytes;
+    config.attrs = &cluster_attribute;
+    config.numAttrs = 1;
+    int active = 0;
+    if (cudaOccupancyMaxActiveClusters(&active, kernel, &config) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return active;
+}
+
 enum class KernelFamily { Empty, Warp, BlockRegs, BlockOnline, SplitRow, Spatial, General };
 
 struct Launch {
@@ -237,23 +260,7 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
                 // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
                 cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
                 if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing clusters of 16 for the block-regs kernel");
-                cudaLaunchAttribute cluster_attribute{};
-                cluster_attribute.id = cudaLaunchAttributeClusterDimension;
-                cluster_attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-                cluster_attribute.val.clusterDim.y = 1;
-                cluster_attribute.val.clusterDim.z = 1;
-                cudaLaunchConfig_t config{};
-                config.gridDim = dim3(static_cast<unsigned>(cluster));
-                config.blockDim = dim3(static_cast<unsigned>(threads));
-                config.attrs = &cluster_attribute;
-                config.numAttrs = 1;
-                int active = 0;
-                error = cudaOccupancyMaxActiveClusters(&active, kernel, &config);
-                if (error != cudaSuccess) {
-                    (void)cudaGetLastError();  // e.g. a cluster this device cannot place: try the next
-                    continue;
-                }
-                if (active == 0) continue;
+                if (max_active_clusters(kernel, cluster, static_cast<int>(threads), 0) == 0) continue;
             }
             const RegsChoice candidate{true,
                                        kernel,
@@ -398,23 +405,7 @@ smxStatus_t choose_spatial_tile(const SoftmaxInfo& info, const DeviceLimits& lim
             SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, cuda::kSpatialTileThreads, shared_bytes, &blocks));
             if (blocks == 0) return SMX_STATUS_SUCCESS;
         } else {
-            cudaLaunchAttribute cluster_attribute{};
-            cluster_attribute.id = cudaLaunchAttributeClusterDimension;
-            cluster_attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-            cluster_attribute.val.clusterDim.y = 1;
-            cluster_attribute.val.clusterDim.z = 1;
-            cudaLaunchConfig_t config{};
-            config.gridDim = dim3(static_cast<unsigned>(cluster));
-            config.blockDim = dim3(static_cast<unsigned>(cuda::kSpatialTileThreads));
-            config.dynamicSmemBytes = shared_bytes;
-            config.attrs = &cluster_attribute;
-            config.numAttrs = 1;
-            int active = 0;
-            if (cudaOccupancyMaxActiveClusters(&active, kernel, &config) != cudaSuccess) {
-                (void)cudaGetLastError();  // e.g. a cluster of 16 this device cannot place: not a failure
-                return SMX_STATUS_SUCCESS;
-            }
-            if (active == 0) return SMX_STATUS_SUCCESS;
+            if (max_active_clusters(kernel, cluster, cuda::kSpatialTileThreads, shared_bytes) == 0) return SMX_STATUS_SUCCESS;
         }
         *choice = {true, vectors, cluster, slice_len, shared_bytes};
         *placed = true;

@@ -13,63 +13,14 @@
 // spatial-online (fallback for columns too long to cache even across a cluster of 16): lanes along the
 // columns, per-thread online (max, sum) over the thread's axis share, combined across lanes and warps,
 // then a second pass re-reads x. Traffic: x read twice, y written once.
-#include <cooperative_groups.h>
 
 #include <type_traits>
 
+#include "cuda/cluster.cuh"
 #include "cuda/softmax_common.cuh"
 
 namespace smx::cuda {
 namespace {
-
-// ---- thread-block cluster primitives (a cluster of 1 without sm_90) -----------------------------------
-
-__device__ __forceinline__ unsigned cluster_rank() {
-#if __CUDA_ARCH__ >= 900
-    return cooperative_groups::this_cluster().block_rank();
-#else
-    return 0u;
-#endif
-}
-
-__device__ __forceinline__ unsigned cluster_size() {
-#if __CUDA_ARCH__ >= 900
-    return cooperative_groups::this_cluster().num_blocks();
-#else
-    return 1u;
-#endif
-}
-
-// Whole-cluster barrier: shared memory written before it is visible to every peer after it.
-__device__ __forceinline__ void cluster_sync() {
-#if __CUDA_ARCH__ >= 900
-    cooperative_groups::this_cluster().sync();
-#endif
-}
-
-// Split barrier: arrive once done reading peers, wait before touching what peers may still read. The
-// store pass runs between the two, so no CTA idles on the barrier.
-__device__ __forceinline__ void cluster_arrive() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void cluster_wait() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
-// Element `slot` of peer `rank`'s copy of a shared array (distributed shared memory on sm_90).
-template <class T>
-__device__ __forceinline__ T read_peer(T* array, int slot, unsigned rank) {
-#if __CUDA_ARCH__ >= 900
-    return *cooperative_groups::this_cluster().map_shared_rank(array + slot, rank);
-#else
-    return array[slot];
-#endif
-}
 
 __device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const void* global_source) {
     const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
@@ -226,8 +177,8 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             cluster_sync();
             // Every CTA folds the ranks in the same order: identical statistics across the cluster.
             if (tid < width) {
-                Stats<C> stats = read_peer(cta_partials, tid, 0);
-                for (unsigned r = 1; r < ranks; ++r) stats = merge_column_stats(stats, read_peer(cta_partials, tid, r));
+                Stats<C> stats = read_peer(cta_partials + tid, 0);
+                for (unsigned r = 1; r < ranks; ++r) stats = merge_column_stats(stats, read_peer(cta_partials + tid, r));
                 column_stats[tid] = stats;
             }
             cluster_arrive();
