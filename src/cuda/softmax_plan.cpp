@@ -159,7 +159,8 @@ public:
                 error = cudaLaunchKernel(launch.kernel, launch.grid, launch.block, params, launch.shared_bytes,
                                          cuda_stream);
             }
-            if (error == cudaSuccess) error = cudaPeekAtLastError();
+            // The launch call's own result: cudaPeekAtLastError would also report a stale error the caller's
+            // earlier CUDA calls left behind, and smx would fail for it.
             if (error != cudaSuccess) return cuda::cuda_failure(error, "launching the softmax kernel");
         }
         return SMX_STATUS_SUCCESS;
