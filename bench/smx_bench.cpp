@@ -416,7 +416,9 @@ int run_main(int argc, char** argv) {
     run.seed = options.seed;
     run.copy_bytes_per_s = target.device->copy_bandwidth(on_gpu ? 20 : 5, &run.copy_method);
 
-    std::printf("smx-bench: smx %d, commit %s, %s\n", smxGetVersion(), run.commit.c_str(), run.date.c_str());
+    const int version = smxGetVersion();  // MAJOR * 10000 + MINOR * 100 + PATCH
+    std::printf("smx-bench: smx %d.%d.%d, commit %s, %s\n", version / 10000, version / 100 % 100, version % 100,
+                run.commit.c_str(), run.date.c_str());
     std::printf("device: %s %s (%s)\n", run.device_type.c_str(), run.device_name.c_str(), target.reason.c_str());
     std::printf("last-level cache %.1f MiB: inputs rotate through >= %.0f MiB; seed %llu\n",
                 target.device->cache_bytes() / 1048576.0, 4.0 * target.device->cache_bytes() / 1048576.0,
