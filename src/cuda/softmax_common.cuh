@@ -222,33 +222,6 @@ __device__ __forceinline__ Stats<C> warp_combine_stats(Stats<C> s, int first_off
     return s;
 }
 
-// Block-wide reductions over every thread of the block (blockDim.x a multiple of 32). Each thread folds
-// the per-warp partials in the same order, so the result is identical everywhere and deterministic.
-// `scratch` holds 32 entries; it is free again when the function returns.
-template <class C>
-__device__ __forceinline__ C block_max(C v, C* scratch) {
-    v = group_max<32>(v);
-    const int warps = blockDim.x / 32;
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-    __syncthreads();
-    C result = scratch[0];
-    for (int w = 1; w < warps; ++w) result = max_nan(result, scratch[w]);
-    __syncthreads();
-    return result;
-}
-
-template <class C>
-__device__ __forceinline__ C block_sum(C v, C* scratch) {
-    v = group_sum<32>(v);
-    const int warps = blockDim.x / 32;
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-    __syncthreads();
-    C result = scratch[0];
-    for (int w = 1; w < warps; ++w) result += scratch[w];
-    __syncthreads();
-    return result;
-}
-
 template <class C>
 __device__ __forceinline__ Stats<C> block_combine_stats(Stats<C> s, Stats<C>* scratch) {
     s = warp_combine_stats(s);
