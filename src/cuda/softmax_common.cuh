@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernel_args.hpp"
 
@@ -31,6 +32,14 @@ using ComputeType = typename ComputeTypeOf<X>::type;
 // Elements of T in one 16-byte access.
 template <class T>
 constexpr int kPackOf = 16 / static_cast<int>(sizeof(T));
+
+// Elements a thread moves per vector access for the pair (X, Y): 16 bytes of the wider of the two. With
+// 16-byte packs of a 16-bit x, a thread would write 32 bytes of f32 y per pack as two 16-byte stores, and
+// each store instruction of a warp would cover only half of every 32-byte sector it touches (H200, ncu,
+// bf16 -> f32 8192 x 32000: L2 at 94% of its throughput while DRAM ran at 66%); 8-byte loads of x and
+// 16-byte stores of y keep both sides of a warp's accesses contiguous.
+template <class X, class Y>
+constexpr int kPackOfPair = 16 / static_cast<int>(sizeof(X) > sizeof(Y) ? sizeof(X) : sizeof(Y));
 
 // N elements of T accessed as one aligned unit (N * sizeof(T) <= 16).
 template <class T, int N>
@@ -87,13 +96,25 @@ struct StoreAs<double> {
     static __device__ __forceinline__ double from(double v) { return v; }
 };
 
-// Loads one 16-byte pack of x (16-byte aligned) into compute-type registers.
-template <class X, class C>
+// Loads kPack elements of x (aligned to their size, 16 bytes by default) into compute-type registers.
+template <class X, class C, int kPack = kPackOf<X>>
 __device__ __forceinline__ void load_pack(const X* source, C* values) {
-    constexpr int kPack = kPackOf<X>;
     const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(source);
 #pragma unroll
     for (int k = 0; k < kPack; ++k) values[k] = to_compute(pack.value[k]);
+}
+
+// Two floats to two 16-bit outputs with one conversion instruction (F2FP ... PACK_AB), each rounded to
+// nearest; element-wise conversions cost one instruction per element plus the packing.
+__device__ __forceinline__ void convert_pair(float a, float b, __half* out) {
+    const __half2 pair = __floats2half2_rn(a, b);
+    out[0] = __low2half(pair);
+    out[1] = __high2half(pair);
+}
+__device__ __forceinline__ void convert_pair(float a, float b, __nv_bfloat16* out) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(a, b);
+    out[0] = __low2bfloat16(pair);
+    out[1] = __high2bfloat16(pair);
 }
 
 // Stores N outputs as aligned chunks of at most 16 bytes; `target` must be aligned to min(16, N*sizeof(Y)).
@@ -101,11 +122,17 @@ template <class Y, int N, class C>
 __device__ __forceinline__ void store_pack(Y* target, const C* values) {
     constexpr int kBytes = N * static_cast<int>(sizeof(Y));
     constexpr int kChunk = (kBytes < 16 ? kBytes : 16) / static_cast<int>(sizeof(Y));
+    constexpr bool kPairs = sizeof(Y) == 2 && std::is_same_v<C, float> && kChunk % 2 == 0;
 #pragma unroll
     for (int c = 0; c < N / kChunk; ++c) {
         Packed<Y, kChunk> pack;
+        if constexpr (kPairs) {
 #pragma unroll
-        for (int k = 0; k < kChunk; ++k) pack.value[k] = StoreAs<Y>::from(values[c * kChunk + k]);
+            for (int k = 0; k < kChunk; k += 2) convert_pair(values[c * kChunk + k], values[c * kChunk + k + 1], &pack.value[k]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < kChunk; ++k) pack.value[k] = StoreAs<Y>::from(values[c * kChunk + k]);
+        }
         *reinterpret_cast<Packed<Y, kChunk>*>(target + c * kChunk) = pack;
     }
 }
@@ -140,6 +167,89 @@ __device__ __forceinline__ float exp_of(float v) {
     return fmaf(power, lo * kLn2, power);
 }
 __device__ __forceinline__ double exp_of(double v) { return exp(v); }
+
+// ---- exp relative to one shift, for whole rows --------------------------------------------------
+// A kernel exponentiates every value of a row (or a thread's share of it) relative to one shift s. With
+// S = s * log2(e) rounded once per row, exp(v - s) = 2^(v * log2(e) - S) is one FFMA (exact product,
+// one rounding) and one MUFU.EX2 per element, against ~8 instructions for exp_of(v - s); 16-bit rows are
+// instruction-bound (H200: f16 rows moved half of f32's bytes in ~80% of its time), so this matters.
+// Error per element: half an ulp of the exponent plus ex2.approx's ~2 ulp, no worse than exp_of(v - s),
+// whose subtraction rounds too. What the fast form adds is a factor common to the shift: the values are
+// exp(v - s) * 2^r with r = s * log2(e) - S (exact by FMA, |r| <= half an ulp of S); unbias() = 2^-r
+// removes it from a sum (softmax's e / sum cancels it anyway, log(sum) and cross-shift sums need it).
+
+// The fast form, valid for |s| < 2^24 (every finite f16 shift): r stays below 1 and 2^r is a modest factor.
+struct ShiftedExpFast {
+    float scaled_shift;  // S
+    float residual;      // r
+    __device__ __forceinline__ explicit ShiftedExpFast(float shift)
+        : scaled_shift(shift * 1.44269502162933349609375f),
+          residual(fmaf(shift, 1.44269502162933349609375f, -scaled_shift)) {}
+    __device__ __forceinline__ float operator()(float v) const {
+        float power;
+        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(power) : "f"(fmaf(v, 1.44269502162933349609375f, -scaled_shift)));
+        return power;
+    }
+    __device__ __forceinline__ float unbias() const {
+        float factor;
+        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(factor) : "f"(-residual));
+        return factor;
+    }
+};
+
+// The general form: huge or non-finite shifts (special values keep exp_of's exact handling) and double.
+template <class C>
+struct ShiftedExpExact {
+    C shift;
+    __device__ __forceinline__ explicit ShiftedExpExact(C s) : shift(s) {}
+    __device__ __forceinline__ C operator()(C v) const { return exp_of(v - shift); }
+    __device__ __forceinline__ C unbias() const { return C(1); }
+};
+
+// Whether the fast form applies to `shift` (false for inf and NaN, whose exact handling exp_of keeps).
+__device__ __forceinline__ bool fast_exp_applies(float shift) { return fabsf(shift) < 0x1p24f; }
+__device__ __forceinline__ bool fast_exp_applies(double) { return false; }
+
+// Which form a loop uses, chosen once for the whole loop so that it never branches per element and
+// several rows' exps can interleave: form.make(shift) gives the functor for one shift.
+struct FastExpForm {
+    __device__ __forceinline__ ShiftedExpFast make(float shift) const { return ShiftedExpFast(shift); }
+};
+struct ExactExpForm {
+    template <class C>
+    __device__ __forceinline__ ShiftedExpExact<C> make(C shift) const {
+        return ShiftedExpExact<C>(shift);
+    }
+};
+
+// Calls body(form) with FastExpForm when `fast` (every shift the body will use passed fast_exp_applies),
+// ExactExpForm otherwise; compute type C = double always takes the exact form.
+template <class C, class Body>
+__device__ __forceinline__ void with_exp_form(bool fast, Body&& body) {
+    if constexpr (std::is_same_v<C, float>) {
+        if (fast) {
+            body(FastExpForm{});
+            return;
+        }
+    }
+    body(ExactExpForm{});
+}
+
+// Calls body(exp) with the exp functor for one shift.
+template <class C, class Body>
+__device__ __forceinline__ void with_shifted_exp(C shift, Body&& body) {
+    with_exp_form<C>(fast_exp_applies(shift), [&](auto form) { body(form.make(shift)); });
+}
+
+// 1 / sum for a softmax sum, in one MUFU.RCP (~1 ulp), where `1 / v` compiles to a full division with a
+// slow path. Safe for the sums it is given: they are >= 1/2 (the max element alone adds 2^r >= 1/2), 0
+// for an all -inf row (inf: the row becomes NaN, as it must), or NaN; never denormal.
+__device__ __forceinline__ float reciprocal(float v) {
+    float inverse;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inverse) : "f"(v));
+    return inverse;
+}
+__device__ __forceinline__ double reciprocal(double v) { return 1.0 / v; }
 __device__ __forceinline__ float log_of(float v) { return logf(v); }
 __device__ __forceinline__ double log_of(double v) { return log(v); }
 
@@ -148,6 +258,12 @@ template <class C>
 __device__ __forceinline__ C max_nan(C a, C b) {
     return (a > b || a != a) ? a : b;
 }
+
+// max that may drop a NaN (one FMNMX instead of three instructions). Kernels that use it carry NaN through
+// the sum instead: every value is exponentiated relative to the max, so a NaN (or +inf: inf - inf) always
+// reaches the sum, and a NaN sum makes every output NaN.
+__device__ __forceinline__ float max_skip_nan(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double max_skip_nan(double a, double b) { return fmax(a, b); }
 
 // Softmax statistics of a set of values: `max` and `sum` of exp(v - max). Empty or all -inf: (-inf, 0).
 // Invariant: when max is +inf or NaN, sum is NaN (the row's outputs are NaN, as in the reference).
@@ -185,9 +301,13 @@ __device__ __forceinline__ void add_chunk(Stats<C>& stats, const C* values) {
     if (max == neg_inf<C>()) return;  // everything so far is -inf: nothing to add
     // The chunk is summed on its own first: far fewer additions into the long-running sum (accuracy).
     C chunk_sum = 0;
+    C unbias = 1;
+    with_shifted_exp(max, [&](const auto& exp) {
 #pragma unroll
-    for (int k = 0; k < N; ++k) chunk_sum += exp_of(values[k] - max);  // +inf - +inf = NaN poisons, as it must
-    stats = {max, stats.sum * rescale(stats.max, max) + chunk_sum};
+        for (int k = 0; k < N; ++k) chunk_sum += exp(values[k]);  // +inf - +inf = NaN poisons, as it must
+        unbias = exp.unbias();
+    });
+    stats = {max, stats.sum * rescale(stats.max, max) + chunk_sum * unbias};
 }
 
 // The output for one shifted value v - max, given 1/sum or log(sum).
@@ -202,6 +322,13 @@ template <int kWidth, class C>
 __device__ __forceinline__ C group_max(C v) {
 #pragma unroll
     for (int offset = kWidth / 2; offset > 0; offset /= 2) v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, offset, kWidth));
+    return v;
+}
+
+template <int kWidth, class C>
+__device__ __forceinline__ C group_max_skip_nan(C v) {
+#pragma unroll
+    for (int offset = kWidth / 2; offset > 0; offset /= 2) v = max_skip_nan(v, __shfl_xor_sync(0xffffffffu, v, offset, kWidth));
     return v;
 }
 

@@ -35,9 +35,6 @@ __device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wai
 // instruction instead of three), every value is exponentiated relative to a finite shift, so a NaN, or
 // +inf (inf - inf), always reaches the sum, and the sum's NaN survives every merge.
 
-__device__ __forceinline__ float max_skip_nan(float a, float b) { return fmaxf(a, b); }
-__device__ __forceinline__ double max_skip_nan(double a, double b) { return fmax(a, b); }
-
 // The value subtracted before exp: the max, or 0 when every value is -inf (avoids -inf - -inf = NaN).
 template <class C>
 __device__ __forceinline__ C shift_of(C max) {
@@ -128,29 +125,39 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         }
         C local_shift[kPack];
         C local_sum[kPack];
+        C local_unbias[kPack];  // the fast exp's factor per column (see with_exp_form)
+        bool local_fast = true;
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
             local_shift[k] = shift_of(local_max[k]);
             local_sum[k] = C(0);
+            local_fast = local_fast && fast_exp_applies(local_shift[k]);
         }
+        with_exp_form<C>(local_fast, [&](auto form) {
 #pragma unroll 4
-        for (int r = axis_group; r < count; r += axis_groups) {
-            C values[kPack];
-            load_pack(cache_vector + r * width, values);
+            for (int r = axis_group; r < count; r += axis_groups) {
+                C values[kPack];
+                load_pack(cache_vector + r * width, values);
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) {
-                values[k] = exp_of(values[k] - local_shift[k]);
-                local_sum[k] += values[k];
-            }
-            if constexpr (kCanCacheExp) {
-                if (cache_exp) {
-                    Packed<C, kPack> exps;
+                for (int k = 0; k < kPack; ++k) {
+                    values[k] = form.make(local_shift[k])(values[k]);
+                    local_sum[k] += values[k];
+                }
+                if constexpr (kCanCacheExp) {
+                    if (cache_exp) {
+                        Packed<C, kPack> exps;
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) exps.value[k] = values[k];
-                    *reinterpret_cast<Packed<C, kPack>*>(cache_vector + r * width) = exps;
+                        for (int k = 0; k < kPack; ++k) exps.value[k] = values[k];
+                        *reinterpret_cast<Packed<C, kPack>*>(cache_vector + r * width) = exps;
+                    }
                 }
             }
-        }
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                local_unbias[k] = form.make(local_shift[k]).unbias();
+                local_sum[k] *= local_unbias[k];
+            }
+        });
 
         // Fold lanes of the same vector (they differ in the lane bits >= log2(V)), then the warps.
 #pragma unroll
@@ -185,37 +192,52 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         }
         __syncthreads();
 
-        C shift[kPack], inverse_sum[kPack], log_sum[kPack], exp_scale[kPack];
+        // factor: log(sum) for log-softmax, else 1 / sum (times the fast exp's factor, in the loop below).
+        C shift[kPack], factor[kPack], exp_scale[kPack];
+        bool fast = true;
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
             const Stats<C> stats = column_stats[vector * kPack + k];
             shift[k] = shift_of(stats.max);
-            inverse_sum[k] = C(1) / stats.sum;
-            log_sum[k] = log_of(stats.sum);
-            // Cached exp(x - local shift) times this is exp(x - shift) / sum. A share of only -inf (or NaN)
-            // cached 0 (or NaN): scale 0 keeps it so instead of risking exp overflow times 0.
-            exp_scale[k] = local_max[k] == neg_inf<C>() ? C(0) * inverse_sum[k]
-                                                        : exp_of(local_max[k] - shift[k]) * inverse_sum[k];
+            const C inverse_sum = reciprocal(stats.sum);
+            factor[k] = log_mode ? log_of(stats.sum) : inverse_sum;
+            fast = fast && fast_exp_applies(shift[k]);
+            // Cached exp(x - local shift) (with its fast-exp factor) times this is exp(x - shift) / sum. A
+            // share of only -inf (or NaN) cached 0 (or NaN): scale 0 keeps it so instead of risking exp
+            // overflow times 0.
+            exp_scale[k] = local_max[k] == neg_inf<C>() ? C(0) * inverse_sum
+                                                        : local_unbias[k] * exp_of(local_max[k] - shift[k]) * inverse_sum;
         }
-#pragma unroll 4
-        for (int r = axis_group; r < count; r += axis_groups) {
-            C values[kPack];
-            load_pack(cache_vector + r * width, values);
+        with_exp_form<C>(fast, [&](auto form) {
+            if (!log_mode) {
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) {
-                values[k] = cache_exp ? values[k] * exp_scale[k]
-                                      : softmax_output(values[k] - shift[k], inverse_sum[k], log_sum[k], log_mode);
+                for (int k = 0; k < kPack; ++k) factor[k] *= form.make(shift[k]).unbias();
             }
-            Y* target = y_vector + r * args.y_axis_stride;
-            if (y_vector_stores && valid == kPack) {
-                store_pack<Y, kPack>(target, values);
-            } else {
+#pragma unroll 4
+            for (int r = axis_group; r < count; r += axis_groups) {
+                C values[kPack];
+                load_pack(cache_vector + r * width, values);
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) {
-                    if (k < valid) target[k] = StoreAs<Y>::from(values[k]);
+                    if (cache_exp) {
+                        values[k] *= exp_scale[k];
+                    } else if (log_mode) {
+                        values[k] = (values[k] - shift[k]) - factor[k];
+                    } else {
+                        values[k] = form.make(shift[k])(values[k]) * factor[k];
+                    }
+                }
+                Y* target = y_vector + r * args.y_axis_stride;
+                if (y_vector_stores && valid == kPack) {
+                    store_pack<Y, kPack>(target, values);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        if (k < valid) target[k] = StoreAs<Y>::from(values[k]);
+                    }
                 }
             }
-        }
+        });
         if (ranks > 1) cluster_wait();  // peers are done reading cta_partials: it may be rewritten or freed
     }
 }

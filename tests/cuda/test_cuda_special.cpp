@@ -26,6 +26,11 @@ double huge_value(smxDataType_t dtype) {
     return 0.0;
 }
 
+// Offsets on both sides of where the CUDA kernels' exp changes form (|max| < 2^24: one FFMA and ex2 with a
+// rounded max * log2(e), whose rounding is corrected; above: the exact form). f16 never leaves the first.
+double offset_inside_fast_exp(smxDataType_t dtype) { return dtype == SMX_DTYPE_F16 ? 3.0e4 : 1.0e6; }
+double offset_beyond_fast_exp(smxDataType_t dtype) { return dtype == SMX_DTYPE_F16 ? 6.0e4 : 1.0e8; }
+
 // What each row holds; rows cycle through these so ordinary rows sit next to special ones.
 enum class RowKind {
     Random,           // control: must not be disturbed by its neighbours
@@ -38,6 +43,8 @@ enum class RowKind {
     HugePositive,     // near the dtype's max: overflows unless the max is subtracted first
     HugeNegative,     // near the dtype's lowest
     Constant,         // every element equal: 1/n each
+    LargeOffset,      // ordinary values plus 1e6 (f16: 3e4): the max * log2(e) rounding must not show
+    BeyondFastExp,    // ordinary values plus 1e8 (f16: 6e4): past the fast exp's range
     Count
 };
 
@@ -67,6 +74,8 @@ void fill_row(HostTensor& x, RowKind kind, std::int64_t row_len, OffsetOf offset
             case RowKind::HugePositive: value = huge * (1.0 - 1e-3 * std::fabs(value)); break;
             case RowKind::HugeNegative: value = -huge * (1.0 - 1e-3 * std::fabs(value)); break;
             case RowKind::Constant: value = constant; break;
+            case RowKind::LargeOffset: value += offset_inside_fast_exp(x.dtype); break;
+            case RowKind::BeyondFastExp: value += offset_beyond_fast_exp(x.dtype); break;
             case RowKind::Count: break;
         }
         x.set(offset_of_element(j), value);
