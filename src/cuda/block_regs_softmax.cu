@@ -12,10 +12,6 @@
 namespace smx::cuda {
 namespace {
 
-// Plain max (one instruction): NaN is not needed here, the row's sum carries it (see the kernel).
-__device__ __forceinline__ float plain_max(float a, float b) { return fmaxf(a, b); }
-__device__ __forceinline__ double plain_max(double a, double b) { return fmax(a, b); }
-
 // 64 values per thread (packed 16-bit) at most 512 threads: up to 128 registers, no spills.
 template <int kValues>
 constexpr int kBlockRegsMaxThreadsFor = kValues == 64 ? 512 : 1024;
@@ -23,7 +19,8 @@ constexpr int kBlockRegsMaxThreadsFor = kValues == 64 ? 512 : 1024;
 template <class X, class Y, int kValues>
 __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
-    constexpr int kPack = kPackOf<X>;
+    constexpr int kPack = kPackOfPair<X, Y>;
+    constexpr int kPackBytes = kPack * static_cast<int>(sizeof(X));
     static_assert(kValues % kPack == 0, "a thread holds whole 16-byte packs");
     constexpr int kPacks = kValues / kPack;
     // How a thread holds its values. Up to 32 values: widened to the compute type once, and softmax keeps
@@ -58,11 +55,11 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
     {
         const X* x_slice = x + row * args.x_row_stride + slice_begin;
         Y* y_slice = y + row * args.y_row_stride + slice_begin;
-        // Slices start at multiples of the pack, so every slice has its row's 16-byte phase: peel the
-        // elements before the first 16-byte boundary (head) and after the last whole pack (tail); thread
+        // Slices start at multiples of 16 bytes of x, so every slice has its row's 16-byte phase: peel the
+        // elements before the first pack boundary (head) and after the last whole pack (tail); thread
         // t < head + tail holds one of them as its "edge" value.
-        const int misalignment = static_cast<int>(reinterpret_cast<std::uintptr_t>(x_slice) % 16);
-        const int head = min(count, (16 - misalignment) % 16 / static_cast<int>(sizeof(X)));
+        const int misalignment = static_cast<int>(reinterpret_cast<std::uintptr_t>(x_slice) % kPackBytes);
+        const int head = min(count, (kPackBytes - misalignment) % kPackBytes / static_cast<int>(sizeof(X)));
         const int body_packs = (count - head) / kPack;
         const int tail_begin = head + body_packs * kPack;
         const bool has_edge = tid < count - body_packs * kPack;
@@ -101,24 +98,31 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
         for (int p = 0; p < kPacks; ++p) {
             if (!loaded[p]) continue;
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) thread_max = plain_max(thread_max, value(p * kPack + k));
+            for (int k = 0; k < kPack; ++k) thread_max = max_skip_nan(thread_max, value(p * kPack + k));
         }
         const bool thread_all_neg_inf = thread_max == neg_inf<C>();
         const C shift = thread_all_neg_inf ? C(0) : thread_max;
-        const C edge_exp = exp_of(edge - shift);
-        C thread_sum = edge_exp;
+        C edge_exp = 0;
+        C thread_sum = 0;
+        C unbias = 1;  // the fast exp's factor (see with_shifted_exp), removed from this thread's sum
+        with_shifted_exp(shift, [&](const auto& exp) {
+            edge_exp = exp(edge);
+            thread_sum = edge_exp;
 #pragma unroll
-        for (int p = 0; p < kPacks; ++p) {
-            if (!loaded[p]) continue;
+            for (int p = 0; p < kPacks; ++p) {
+                if (!loaded[p]) continue;
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) {
-                const C e = exp_of(value(p * kPack + k) - shift);
-                thread_sum += e;
-                if constexpr (!kPackedHold) {
-                    if (!log_mode) held[p * kPack + k] = e;  // softmax keeps exp(v - shift); log-softmax keeps v
+                for (int k = 0; k < kPack; ++k) {
+                    const C e = exp(value(p * kPack + k));
+                    thread_sum += e;
+                    if constexpr (!kPackedHold) {
+                        if (!log_mode) held[p * kPack + k] = e;  // softmax keeps the exp; log-softmax keeps v
+                    }
                 }
             }
-        }
+            unbias = exp.unbias();
+        });
+        thread_sum *= unbias;
         if (!log_mode) edge = edge_exp;
         if (thread_sum != thread_sum) thread_max = thread_sum;
 
@@ -148,30 +152,42 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
 
         // All -inf rows have sum 0: 0 * (1 / 0) and -inf - -inf both give NaN, as the reference does.
         const C log_sum = log_mode ? log_of(row_stats.sum) : C(0);
-        const C factor = log_mode ? C(0)
-                                  : (thread_all_neg_inf ? C(0) : exp_of(shift - row_stats.max)) * (C(1) / row_stats.sum);
-        const auto output = [&](int i) -> C {
-            if (log_mode) return (value(i) - row_stats.max) - log_sum;
-            if constexpr (!kPackedHold) return held[i] * factor;  // held is exp(v - shift) already
-            return exp_of(value(i) - shift) * factor;              // packed: the second exp of this element
-        };
+        // The held exps (and the packed path's recomputed ones) carry the fast exp's factor: unbias it.
+        const C factor =
+            log_mode ? C(0)
+                     : (thread_all_neg_inf ? C(0) : unbias * exp_of(shift - row_stats.max)) * reciprocal(row_stats.sum);
         edge = log_mode ? (edge - row_stats.max) - log_sum : edge * factor;
 
         Y* y_body = y_slice + head;
         const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
+        const auto write = [&](const auto& exp) {
+            const auto output = [&](int i) -> C {
+                if (log_mode) return (value(i) - row_stats.max) - log_sum;
+                if constexpr (kPackedHold) {
+                    return exp(value(i)) * factor;  // packed: the second exp of this element
+                } else {
+                    return held[i] * factor;  // held is the exp already
+                }
+            };
 #pragma unroll
-        for (int p = 0; p < kPacks; ++p) {
-            if (!loaded[p]) continue;
-            const int pack = p * threads + tid;
-            C out[kPack];
+            for (int p = 0; p < kPacks; ++p) {
+                if (!loaded[p]) continue;
+                const int pack = p * threads + tid;
+                C out[kPack];
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) out[k] = output(p * kPack + k);
-            if (y_packs_aligned) {
-                store_pack<Y, kPack>(y_body + pack * kPack, out);
-            } else {
+                for (int k = 0; k < kPack; ++k) out[k] = output(p * kPack + k);
+                if (y_packs_aligned) {
+                    store_pack<Y, kPack>(y_body + pack * kPack, out);
+                } else {
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(out[k]);
+                    for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(out[k]);
+                }
             }
+        };
+        if constexpr (kPackedHold) {
+            with_shifted_exp(shift, write);  // the same form (and shift) as the sum used
+        } else {
+            write(ShiftedExpExact<C>(shift));  // held values are final: the functor goes unused
         }
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
     }

@@ -12,18 +12,17 @@ namespace {
 
 constexpr int kRangeUnroll = 4;  // 16-byte packs in flight per thread and loop step
 
-// Where the 16-byte-aligned body of x[0, count) starts and how many whole packs it has.
-template <class X>
+// Where the pack-aligned body of x[0, count) starts and how many whole packs of kPack elements it has.
 struct RangeSplit {
-    std::int64_t head;   // leading elements before the first 16-byte boundary
+    std::int64_t head;   // leading elements before the first pack boundary
     std::int64_t packs;  // whole packs after the head
     std::int64_t tail;   // first element after the packs
 };
 
-template <class X>
-__device__ __forceinline__ RangeSplit<X> split_range(const X* x, std::int64_t count) {
-    constexpr int kPack = kPackOf<X>;
-    const std::int64_t shift = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(x) % 16 / sizeof(X));
+template <int kPack, class X>
+__device__ __forceinline__ RangeSplit split_range(const X* x, std::int64_t count) {
+    constexpr std::uintptr_t kPackBytes = kPack * sizeof(X);
+    const std::int64_t shift = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(x) % kPackBytes / sizeof(X));
     const std::int64_t head = shift == 0 ? 0 : (count < kPack - shift ? count : kPack - shift);
     const std::int64_t packs = (count - head) / kPack;
     return {head, packs, head + packs * kPack};
@@ -33,7 +32,7 @@ __device__ __forceinline__ RangeSplit<X> split_range(const X* x, std::int64_t co
 template <class X, class C = ComputeType<X>>
 __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, int tid, int threads) {
     constexpr int kPack = kPackOf<X>;
-    const RangeSplit<X> split = split_range(x, count);
+    const RangeSplit split = split_range<kPack>(x, count);
     Stats<C> stats = empty_stats<C>();
     if (tid < split.head) {
         const C value = to_compute(x[tid]);
@@ -66,43 +65,41 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
 template <class X, class Y, class C>
 __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count, Stats<C> stats, bool log_mode,
                                             int tid, int threads) {
-    constexpr int kPack = kPackOf<X>;
-    const RangeSplit<X> split = split_range(x, count);
-    const C inverse_sum = C(1) / stats.sum;
-    const C log_sum = log_of(stats.sum);
-    if (tid < split.head) {
-        y[tid] = StoreAs<Y>::from(softmax_output(to_compute(x[tid]) - stats.max, inverse_sum, log_sum, log_mode));
-    }
-    const X* x_body = x + split.head;
-    Y* y_body = y + split.head;
-    const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
-    for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kRangeUnroll) {
-        C values[kRangeUnroll][kPack];
-        // All loads first: x and y may alias (in place), so the compiler would not hoist them itself.
+    constexpr int kPack = kPackOfPair<X, Y>;  // 8 bytes of 16-bit x when y is f32 (see kPackOfPair)
+    constexpr int kUnroll = kRangeUnroll * kPackOf<X> / kPack;  // the same bytes of x in flight either way
+    const RangeSplit split = split_range<kPack>(x, count);
+    const C log_sum = log_mode ? log_of(stats.sum) : C(0);
+    with_shifted_exp(stats.max, [&](const auto& exp) {
+        const C factor = exp.unbias() * reciprocal(stats.sum);
+        const auto output = [&](C v) { return log_mode ? (v - stats.max) - log_sum : exp(v) * factor; };
+        if (tid < split.head) y[tid] = StoreAs<Y>::from(output(to_compute(x[tid])));
+        const X* x_body = x + split.head;
+        Y* y_body = y + split.head;
+        const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
+        for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kUnroll) {
+            C values[kUnroll][kPack];
+            // All loads first: x and y may alias (in place), so the compiler would not hoist them itself.
 #pragma unroll
-        for (int u = 0; u < kRangeUnroll; ++u) {
-            const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
-            if (pack < split.packs) load_pack(x_body + pack * kPack, values[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < kRangeUnroll; ++u) {
-            const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
-            if (pack >= split.packs) continue;
-#pragma unroll
-            for (int k = 0; k < kPack; ++k) {
-                values[u][k] = softmax_output(values[u][k] - stats.max, inverse_sum, log_sum, log_mode);
+            for (int u = 0; u < kUnroll; ++u) {
+                const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+                if (pack < split.packs) load_pack<X, C, kPack>(x_body + pack * kPack, values[u]);
             }
-            if (y_packs_aligned) {
-                store_pack<Y, kPack>(y_body + pack * kPack, values[u]);
-            } else {
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(values[u][k]);
+            for (int u = 0; u < kUnroll; ++u) {
+                const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+                if (pack >= split.packs) continue;
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) values[u][k] = output(values[u][k]);
+                if (y_packs_aligned) {
+                    store_pack<Y, kPack>(y_body + pack * kPack, values[u]);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(values[u][k]);
+                }
             }
         }
-    }
-    for (std::int64_t k = split.tail + tid; k < count; k += threads) {
-        y[k] = StoreAs<Y>::from(softmax_output(to_compute(x[k]) - stats.max, inverse_sum, log_sum, log_mode));
-    }
+        for (std::int64_t k = split.tail + tid; k < count; k += threads) y[k] = StoreAs<Y>::from(output(to_compute(x[k])));
+    });
 }
 
 template <class X, class Y>
@@ -149,9 +146,11 @@ __global__ void __launch_bounds__(512) split_row_write(const SoftmaxKernelArgs a
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
     const Stats<C>* partials = static_cast<const Stats<C>*>(args.workspace);
-    const std::int64_t chunk = blockIdx.x;
+    // CTAs run in the reverse order of the statistics kernel's: the chunks that kernel read last are the
+    // likeliest to still be in L2 when they are read again here.
+    const std::int64_t chunk = gridDim.x - 1 - blockIdx.x;
     const std::int64_t count = chunk_count(args, chunk);
-    for (std::int64_t row = blockIdx.y; row < args.rows; row += gridDim.y) {
+    for (std::int64_t row = gridDim.y - 1 - blockIdx.y; row < args.rows; row += gridDim.y) {
         // Every CTA of the row folds the same partials in the same order: identical statistics everywhere.
         Stats<C> stats = empty_stats<C>();
         for (std::int64_t c = threadIdx.x; c < args.chunks; c += blockDim.x) {
