@@ -7,6 +7,8 @@
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "common/dtype.hpp"
@@ -22,9 +24,15 @@ using cuda::SoftmaxKernelArgs;
 
 // ---- dispatch thresholds (each one's reasoning next to it) ------------------------------------------
 
-// Rows at least this long, with too few of them to give every SM a CTA, are split across CTAs (two
-// kernels and a workspace); shorter rows finish faster in one kernel even on a few SMs. To be tuned.
+// Split-row (two kernels, a workspace, x read twice) against a cluster per row (block-regs), measured on
+// the H200 for 1..16 rows of 32768..524288 elements, f32 and bf16 (docs/perf-notes.md, run 9): per-row
+// clusters won every case but one, by 1-30 us, down to a single row, because they launch once and read x
+// once. Split-row is kept for rows no cluster can hold in registers (> 524288 elements) when they are
+// too few to fill the SMs with a CTA each, and for that one case: a single row whose cluster would put
+// kSplitRowMinSliceBytes or more of x on each CTA (1 x 524288 f32: 12.3 us split, 14.0 us per-row; at
+// 64 KiB per CTA per-row still won: 1 x 524288 bf16 12.2 vs 14.2, 1 x 256000 f32 10.7 vs 11.2).
 constexpr std::int64_t kSplitRowMinLen = 32768;
+constexpr std::int64_t kSplitRowMinSliceBytes = 128 * 1024;
 // Split-row chunks: about row_len / 256 elements (so one row alone spreads over ~256 CTAs, two waves of
 // 132 SMs), at least 2048 (a CTA's fixed cost stays small) and at most 65536 elements, and never more
 // than 1024 chunks per row (every CTA of the second kernel folds all of its row's partials).
@@ -306,6 +314,19 @@ smxStatus_t plan_split_row(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     return SMX_STATUS_SUCCESS;
 }
 
+// SMX_CUDA_SPLIT_ROW=never|always replaces the few-long-rows rule below, so that a benchmark can time both
+// sides of it on the same shapes (how the crossover was measured; docs/cuda-kernels.md). "always" still
+// needs rows of kSplitRowMinLen or more. Unset, or any other value: the rule. Read when a plan is made.
+enum class SplitRowOverride { Rule, Never, Always };
+
+SplitRowOverride split_row_override() {
+    const char* value = std::getenv("SMX_CUDA_SPLIT_ROW");
+    if (value == nullptr) return SplitRowOverride::Rule;
+    if (std::strcmp(value, "never") == 0) return SplitRowOverride::Never;
+    if (std::strcmp(value, "always") == 0) return SplitRowOverride::Always;
+    return SplitRowOverride::Rule;
+}
+
 smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
     plan->args.x_row_stride = info.x.row_stride;
     plan->args.y_row_stride = info.y.row_stride;
@@ -319,11 +340,18 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
     const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, kRegsRowsPerGridRow);
     const std::int64_t grid_rows = ceil_div(info.rows, rows_per_grid_row);
     regs.fits = regs.fits && grid_rows <= kMaxGridY;
-    // (d) Few long rows would leave most SMs idle: spread each row over many CTAs instead.
-    const std::int64_t ctas_per_row = regs.fits ? regs.cluster : 1;
-    if (info.row_len >= kSplitRowMinLen && info.rows * ctas_per_row < limits.multiprocessor_count) {
-        return plan_split_row(info, plan);
+    // (d) Few rows too long for any cluster would leave most SMs idle with a CTA each: spread each row over
+    // many CTAs instead; likewise the one heavy single row (see kSplitRowMinSliceBytes).
+    const bool too_long_for_clusters = !regs.fits && info.rows < limits.multiprocessor_count;
+    const bool one_heavy_row = regs.fits && info.rows == 1 &&
+                               regs.slice_len * static_cast<std::int64_t>(dtype_size(info.x_dtype)) >= kSplitRowMinSliceBytes;
+    bool split = info.row_len >= kSplitRowMinLen && (too_long_for_clusters || one_heavy_row);
+    switch (split_row_override()) {
+        case SplitRowOverride::Rule: break;
+        case SplitRowOverride::Never: split = false; break;
+        case SplitRowOverride::Always: split = info.row_len >= kSplitRowMinLen; break;
     }
+    if (split) return plan_split_row(info, plan);
     if (regs.fits) {
         const dim3 grid(static_cast<unsigned>(rows_per_grid_row * regs.cluster), static_cast<unsigned>(grid_rows));
         plan->family = KernelFamily::BlockRegs;

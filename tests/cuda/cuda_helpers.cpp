@@ -3,6 +3,7 @@
 
 #if SMX_TEST_WITH_CUDA
 
+#include <cstdlib>
 #include <sstream>
 #include <utility>
 
@@ -126,6 +127,21 @@ std::string kernel_kind(const std::string& plan) {
     if (plan.compare(0, prefix.size(), prefix) != 0) return "";
     const std::size_t end = plan.find(' ', prefix.size());
     return plan.substr(prefix.size(), end == std::string::npos ? std::string::npos : end - prefix.size());
+}
+
+ScopedSplitRowOverride::ScopedSplitRowOverride(const char* value) {
+    const char* previous = std::getenv("SMX_CUDA_SPLIT_ROW");
+    had_value_ = previous != nullptr;
+    if (had_value_) previous_ = previous;
+    setenv("SMX_CUDA_SPLIT_ROW", value, 1);
+}
+
+ScopedSplitRowOverride::~ScopedSplitRowOverride() {
+    if (had_value_) {
+        setenv("SMX_CUDA_SPLIT_ROW", previous_.c_str(), 1);
+    } else {
+        unsetenv("SMX_CUDA_SPLIT_ROW");
+    }
 }
 
 namespace {

@@ -124,6 +124,21 @@ std::string check_in_place_on_device(smxHandle_t handle, HostTensor& x_then_y, i
 // text does not start with "cuda ".
 std::string kernel_kind(const std::string& plan);
 
+// Sets SMX_CUDA_SPLIT_ROW (never|always: the plan's few-long-rows rule overridden) for the guard's
+// lifetime and restores the previous value after; plans read it when their descriptor is created. For
+// tests of one plan on shapes the rule would give to the other.
+class ScopedSplitRowOverride {
+public:
+    explicit ScopedSplitRowOverride(const char* value);
+    ~ScopedSplitRowOverride();
+    ScopedSplitRowOverride(const ScopedSplitRowOverride&) = delete;
+    ScopedSplitRowOverride& operator=(const ScopedSplitRowOverride&) = delete;
+
+private:
+    bool had_value_ = false;
+    std::string previous_;
+};
+
 // Describes a case for INFO messages: "f16->f32 softmax shape [4,7] strides [7,1] axis 1".
 std::string describe_case(const HostTensor& y, const HostTensor& x, int axis, bool log_mode);
 

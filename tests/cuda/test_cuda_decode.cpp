@@ -1,5 +1,6 @@
-// [cuda] decode: few very long rows (the split-row plan, each row spread over many CTAs): the issue-6
-// shapes, lengths and row counts around the dispatch and chunk-size boundaries, rows up to 2^24 elements,
+// [cuda] decode: few very long rows (a cluster per row, or the split-row plan spreading each row over many
+// CTAs; SMX_CUDA_SPLIT_ROW forces the latter where a test is about it): the issue-6 shapes, lengths and
+// row counts around the dispatch and chunk-size boundaries, rows up to 2^24 elements,
 // exactly uniform output for constant rows, special values, determinism across row counts, graph
 // capture, in place and misaligned pointers.
 #if SMX_TEST_WITH_CUDA
@@ -47,7 +48,7 @@ struct DtypePair {
 
 }  // namespace
 
-TEST_CASE("cuda decode: the issue-6 shapes match the reference on the split-row plan", "[cuda]") {
+TEST_CASE("cuda decode: the issue-6 shapes match the reference on the plan the rule picks", "[cuda]") {
     CudaHandle handle;
     struct Shape {
         std::int64_t rows, row_len;
@@ -61,8 +62,9 @@ TEST_CASE("cuda decode: the issue-6 shapes match the reference on the split-row 
             for (bool log_mode : {false, true}) {
                 const std::string plan = check_decode_case(handle.get(), pair.x, pair.y, shape.rows, shape.row_len, log_mode);
                 INFO("plan: " << plan);
-                // 32 and 64 rows fill the GPU with per-row clusters (block-smem); fewer rows are split.
-                if (shape.rows <= 8) CHECK(kernel_kind(plan) == "split-row");
+                // Measured on the H200: a cluster per row beats split-row whenever a cluster holds the row
+                // (<= 524288 elements), down to one row; longer rows are split.
+                CHECK(kernel_kind(plan) == (shape.row_len > 524288 ? "split-row" : "block-regs"));
             }
         }
     }
@@ -72,8 +74,9 @@ TEST_CASE("cuda decode: the issue-6 shapes match the reference on the split-row 
 
 TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, every dtype family", "[cuda]") {
     CudaHandle handle;
-    // 32767/32768/32769: the split-row threshold; 524288/524289: chunk 2048 -> 4096; 2^23 + 64: the
-    // largest chunk (65536) with a short last one; 63..65 rows: where per-row clusters start to fill the GPU.
+    // 32767/32768/32769: the split-row threshold; 524288/524289: the longest row a cluster holds in
+    // registers (16 x 1024 x 32 f32, 16 x 512 x 64 16-bit) and chunk 2048 -> 4096; 2^23 + 64: the largest
+    // chunk (65536) with a short last one; 63..65 rows: where per-row clusters start to fill the GPU.
     const std::int64_t lengths[] = {32767, 32768, 32769, 131073, 524288, 524289, 8388672};
     const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16},
                                {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F64, SMX_DTYPE_F64}};
@@ -82,7 +85,8 @@ TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, 
             for (bool log_mode : {false, true}) {
                 const std::string plan = check_decode_case(handle.get(), pair.x, pair.y, 3, row_len, log_mode);
                 INFO("plan: " << plan);
-                if (row_len >= 32768) CHECK(kernel_kind(plan) == "split-row");
+                if (row_len > 524288) CHECK(kernel_kind(plan) == "split-row");
+                if (row_len <= 524288 && pair.x != SMX_DTYPE_F64) CHECK(kernel_kind(plan) == "block-regs");
             }
         }
     }
@@ -90,6 +94,17 @@ TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, 
         check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, rows, 65537, false);
         check_decode_case(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F32, rows, 40000, true);
     }
+}
+
+TEST_CASE("cuda decode: one row spreading 128 KiB or more over each cluster CTA is split, measured exception",
+          "[cuda]") {
+    CudaHandle handle;
+    // H200: 1 x 524288 f32 (cluster 16, 128 KiB of x per CTA) 12.3 us split vs 14.0 per-row; bf16 (64 KiB
+    // per CTA) and two rows stay per-row (12.2 vs 14.2 us, 14.4 vs 15.5 us).
+    CHECK(kernel_kind(check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 524288, false)) == "split-row");
+    CHECK(kernel_kind(check_decode_case(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1, 524288, true)) == "block-regs");
+    CHECK(kernel_kind(check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 524288, false)) == "block-regs");
+    CHECK(kernel_kind(check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 1, 256000, true)) == "block-regs");
 }
 
 TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chunk)", "[cuda]") {
@@ -103,26 +118,32 @@ TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chu
 
 TEST_CASE("cuda decode: a constant row gives exactly uniform output within 1 ulp", "[cuda]") {
     CudaHandle handle;
-    for (std::int64_t row_len : {std::int64_t{128256}, std::int64_t{1048576}, std::int64_t{1} << 24}) {
-        for (smxDataType_t x_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
-            HostTensor x = make_tensor(x_dtype, {2, row_len});
-            for (std::int64_t j = 0; j < 2 * row_len; ++j) x.set(j, j < row_len ? 0.75 : -3.5);
-            std::string plan;
-            const HostTensor y = run_decode(handle.get(), x, SMX_DTYPE_F32, false, &plan);
-            const float uniform = static_cast<float>(1.0 / static_cast<double>(row_len));
-            const float ulp = std::nextafter(uniform, 1.0f) - uniform;
-            double worst = 0.0;
-            for (std::int64_t j = 0; j < 2 * row_len; ++j) worst = std::max(worst, std::fabs(y.get(j) - uniform));
-            INFO("n " << row_len << " x " << dtype_name(x_dtype) << " | plan: " << plan << " | worst |y - 1/n| "
-                      << worst << " ulp " << ulp);
-            CHECK(kernel_kind(plan) == "split-row");
-            CHECK(worst <= ulp);
+    // 128256 on both plans (the rule gives it a cluster per row), the longer rows on split-row.
+    for (const char* split_row : {"never", "always"}) {
+        const ScopedSplitRowOverride override_rule(split_row);
+        for (std::int64_t row_len : {std::int64_t{128256}, std::int64_t{1048576}, std::int64_t{1} << 24}) {
+            if (std::string(split_row) == "never" && row_len > 128256) continue;
+            for (smxDataType_t x_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+                HostTensor x = make_tensor(x_dtype, {2, row_len});
+                for (std::int64_t j = 0; j < 2 * row_len; ++j) x.set(j, j < row_len ? 0.75 : -3.5);
+                std::string plan;
+                const HostTensor y = run_decode(handle.get(), x, SMX_DTYPE_F32, false, &plan);
+                const float uniform = static_cast<float>(1.0 / static_cast<double>(row_len));
+                const float ulp = std::nextafter(uniform, 1.0f) - uniform;
+                double worst = 0.0;
+                for (std::int64_t j = 0; j < 2 * row_len; ++j) worst = std::max(worst, std::fabs(y.get(j) - uniform));
+                INFO("n " << row_len << " x " << dtype_name(x_dtype) << " | plan: " << plan << " | worst |y - 1/n| "
+                          << worst << " ulp " << ulp);
+                CHECK(kernel_kind(plan) == (std::string(split_row) == "always" ? "split-row" : "block-regs"));
+                CHECK(worst <= ulp);
+            }
         }
     }
 }
 
 TEST_CASE("cuda decode: special values in one chunk decide their whole row", "[cuda]") {
     CudaHandle handle;
+    const ScopedSplitRowOverride split_row("always");  // 300001 fits a cluster: force the split
     const std::int64_t row_len = 300001;
     const double inf = std::numeric_limits<double>::infinity();
     for (bool log_mode : {false, true}) {
@@ -145,26 +166,32 @@ TEST_CASE("cuda decode: special values in one chunk decide their whole row", "[c
 TEST_CASE("cuda decode: a row's output does not depend on the row count or the run", "[cuda]") {
     CudaHandle handle;
     const std::int64_t row_len = 256000;
-    for (smxDataType_t dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
-        HostTensor many = make_tensor(dtype, {8, row_len});
-        fill_random(many, test_rng());
-        HostTensor one = make_tensor(dtype, {1, row_len});
-        std::memcpy(one.data(), many.data(), static_cast<std::size_t>(row_len) * dtype_size(dtype));
-        std::string plan_one, plan_many, plan_again;
-        const HostTensor y_one = run_decode(handle.get(), one, dtype, true, &plan_one);
-        const HostTensor y_many = run_decode(handle.get(), many, dtype, true, &plan_many);
-        const HostTensor y_again = run_decode(handle.get(), many, dtype, true, &plan_again);
-        INFO(plan_one << " | " << plan_many);
-        CHECK(kernel_kind(plan_one) == "split-row");
-        CHECK(kernel_kind(plan_many) == "split-row");
-        const std::size_t row_bytes = static_cast<std::size_t>(row_len) * dtype_size(dtype);
-        CHECK(std::memcmp(y_one.data(), y_many.data(), row_bytes) == 0);
-        CHECK(std::memcmp(y_many.data(), y_again.data(), y_many.storage.size()) == 0);
+    // Both plans: each splits a row by its length only.
+    for (const char* split_row : {"never", "always"}) {
+        const ScopedSplitRowOverride override_rule(split_row);
+        const std::string expected_kind = std::string(split_row) == "always" ? "split-row" : "block-regs";
+        for (smxDataType_t dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+            HostTensor many = make_tensor(dtype, {8, row_len});
+            fill_random(many, test_rng());
+            HostTensor one = make_tensor(dtype, {1, row_len});
+            std::memcpy(one.data(), many.data(), static_cast<std::size_t>(row_len) * dtype_size(dtype));
+            std::string plan_one, plan_many, plan_again;
+            const HostTensor y_one = run_decode(handle.get(), one, dtype, true, &plan_one);
+            const HostTensor y_many = run_decode(handle.get(), many, dtype, true, &plan_many);
+            const HostTensor y_again = run_decode(handle.get(), many, dtype, true, &plan_again);
+            INFO(plan_one << " | " << plan_many);
+            CHECK(kernel_kind(plan_one) == expected_kind);
+            CHECK(kernel_kind(plan_many) == expected_kind);
+            const std::size_t row_bytes = static_cast<std::size_t>(row_len) * dtype_size(dtype);
+            CHECK(std::memcmp(y_one.data(), y_many.data(), row_bytes) == 0);
+            CHECK(std::memcmp(y_many.data(), y_again.data(), y_many.storage.size()) == 0);
+        }
     }
 }
 
 TEST_CASE("cuda decode: in place, misaligned base pointer and odd row strides", "[cuda][sanitize]") {
     CudaHandle handle;
+    const ScopedSplitRowOverride split_row("always");  // these rows fit a cluster: force the split
     for (bool log_mode : {false, true}) {
         // In place, rows whose starts have every 16-byte phase (row length not a multiple of the pack).
         HostTensor data = make_tensor(SMX_DTYPE_BF16, {3, 100003});
@@ -197,6 +224,7 @@ TEST_CASE("cuda decode: in place, misaligned base pointer and odd row strides", 
 
 TEST_CASE("cuda decode: the split-row plan captured in a CUDA graph replays on new data", "[cuda][sanitize]") {
     CudaHandle handle;
+    const ScopedSplitRowOverride split_row("always");  // 2 x 128256 fits clusters: force the split
     const std::int64_t rows = 2, row_len = 128256;
     for (bool log_mode : {false, true}) {
         HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, row_len});
@@ -242,7 +270,17 @@ TEST_CASE("cuda decode: the split-row plan captured in a CUDA graph replays on n
 TEST_CASE("cuda decode: workspace is rows x chunks x 2 compute values", "[cuda]") {
     CudaHandle handle;
     // Chunk = clamp(pow2ceil(n / 256), 2048, 65536): 1 x 128256 -> 63 chunks; 4 x 4194304 -> 16384, 256
-    // chunks per row; 3 x 40000 -> 2048, 20 chunks (f64 partials are doubles).
+    // chunks per row; 3 x 40000 -> 2048, 20 chunks (f64 partials are doubles). Split forced: the first and
+    // last fit clusters (no workspace), which the last check shows.
+    {
+        TensorDesc x_desc(SMX_DTYPE_F32, {1, 128256}, {128256, 1});
+        SoftmaxDesc desc(handle.get(), SMX_SOFTMAX, 1, x_desc.desc, x_desc.desc);
+        SMX_REQUIRE_OK(desc.status);
+        std::size_t workspace_bytes = 1;
+        SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(desc.desc, &workspace_bytes));
+        CHECK(workspace_bytes == 0);
+    }
+    const ScopedSplitRowOverride split_row("always");
     struct Case {
         smxDataType_t dtype;
         std::int64_t rows, row_len;
