@@ -64,6 +64,10 @@ public:
     // The device's copy bandwidth in bytes per second (bytes read + bytes written), measured now the
     // same way the cases are; `description` says what was copied.
     virtual double copy_bandwidth(int repetitions, std::string* description) = 0;
+
+    // GPU only: the median time of the smallest operation (a 4-byte memset) timed like a case, i.e. the
+    // floor under any one-launch case's time (launch and event overhead); nullopt elsewhere.
+    virtual std::optional<double> smallest_operation_us(int repetitions) = 0;
 };
 
 // A buffer on a BenchDevice, released when it goes out of scope.

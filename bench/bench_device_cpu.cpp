@@ -84,6 +84,8 @@ public:
 
     std::optional<double> time_graph(const std::function<void(int)>&, int, int) override { return std::nullopt; }
 
+    std::optional<double> smallest_operation_us(int) override { return std::nullopt; }
+
     double copy_bandwidth(int repetitions, std::string* description) override {
         const std::size_t bytes = std::max<std::size_t>(2 * cache_bytes(), std::size_t{64} << 20);
         DeviceBuffer first(*this, bytes);

@@ -206,6 +206,14 @@ public:
         return 2.0 * static_cast<double>(bytes) / (summarize(micros).median_us * 1e-6);
     }
 
+    std::optional<double> smallest_operation_us(int repetitions) override {
+        DeviceBuffer target(*this, 4);
+        const auto memset = [&](int) { check_cuda(cudaMemsetAsync(target.data(), 0, 4, stream_), "cudaMemsetAsync"); };
+        for (int call = 0; call < 3; ++call) memset(call);
+        synchronize();
+        return summarize(time_each(memset, repetitions)).median_us;
+    }
+
 private:
     int device_id_;
     std::string name_;

@@ -112,7 +112,9 @@ void write_json(const std::string& path, const RunInfo& run, const std::vector<C
     out << "{\n  \"tool\": \"smx-bench\",\n  \"device_type\": " << json_string(run.device_type)
         << ",\n  \"device\": " << json_string(run.device_name) << ",\n  \"commit\": " << json_string(run.commit)
         << ",\n  \"date\": " << json_string(run.date) << ",\n  \"copy_tbps\": " << json_number(copy_tbps)
-        << ",\n  \"copy_method\": " << json_string(run.copy_method) << ",\n  \"seed\": " << run.seed
+        << ",\n  \"copy_method\": " << json_string(run.copy_method)
+        << ",\n  \"launch_floor_us\": " << json_number(run.launch_floor_us)
+        << ",\n  \"seed\": " << run.seed
         << ",\n  \"records\": [";
     for (std::size_t i = 0; i < records.size(); ++i) {
         const CaseRecord& record = records[i];

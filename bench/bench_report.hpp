@@ -19,6 +19,7 @@ struct RunInfo {
     std::string date;            // ISO 8601, UTC
     double copy_bytes_per_s = 0; // read + write bytes per second of the device's own copy
     std::string copy_method;
+    std::optional<double> launch_floor_us;  // GPU: median time of a 4-byte memset timed like a case
     std::uint64_t seed = 0;
 };
 

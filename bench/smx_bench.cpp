@@ -415,6 +415,7 @@ int run_main(int argc, char** argv) {
     run.date = utc_now_iso8601();
     run.seed = options.seed;
     run.copy_bytes_per_s = target.device->copy_bandwidth(on_gpu ? 20 : 5, &run.copy_method);
+    run.launch_floor_us = target.device->smallest_operation_us(200);
 
     const int version = smxGetVersion();  // MAJOR * 10000 + MINOR * 100 + PATCH
     std::printf("smx-bench: smx %d.%d.%d, commit %s, %s\n", version / 10000, version / 100 % 100, version % 100,
@@ -425,6 +426,10 @@ int run_main(int argc, char** argv) {
                 static_cast<unsigned long long>(run.seed));
     std::printf("copy bandwidth: %.3f %s (%s, bytes read + written, median)\n",
                 run.copy_bytes_per_s / (on_gpu ? 1e12 : 1e9), on_gpu ? "TB/s" : "GB/s", run.copy_method.c_str());
+    if (run.launch_floor_us) {
+        std::printf("launch floor: %.1f us (a 4-byte memset timed like a case: no one-launch case can be faster)\n",
+                    *run.launch_floor_us);
+    }
     std::printf("time: median per call; bytes = numel * (sizeof x + sizeof y)\n\n");
 
     int failed = 0;
