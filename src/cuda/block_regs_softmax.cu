@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
     using C = ComputeType<X>;
     constexpr int kPack = kPackOfPair<X, Y>;
     constexpr int kPackBytes = kPack * static_cast<int>(sizeof(X));
-    static_assert(kValues % kPack == 0, "a thread holds whole 16-byte packs");
+    static_assert(kValues % kPack == 0, "a thread holds whole packs");
     constexpr int kPacks = kValues / kPack;
     // How a thread holds its values. Up to 32 values: widened to the compute type once, and softmax keeps
     // the exp it computed for the sum. 64 values (16-bit x only): kept packed in the input dtype, two per

@@ -150,20 +150,27 @@ __device__ __forceinline__ C neg_inf() {
     return negative_infinity(C{});
 }
 
+constexpr float kLog2e = 1.44269502162933349609375f;  // log2(e) rounded to float
+
+// 2^v from the SFU (MUFU.EX2, ~2 ulp; results below the normal range flush to 0).
+__device__ __forceinline__ float exp2_approx(float v) {
+    float power;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(power) : "f"(v));
+    return power;
+}
+
 // exp for the float path, ~3 ulp in a handful of instructions (expf costs ~20 and made the kernels
 // instruction-bound): exp(v) = 2^(v*log2e), with the product split exactly into hi + lo by an FMA, 2^hi from
 // the SFU (ex2.approx, ~2 ulp) and the residual lo applied to first order. Arguments below -104 (where
 // exp underflows to 0 in float) are clamped first so -inf gives 0, not inf*0 = NaN; NaN stays NaN (the
 // comparison is false for it), because a NaN anywhere must reach the row's sum.
 __device__ __forceinline__ float exp_of(float v) {
-    constexpr float kLog2e = 1.44269502162933349609375f;           // log2(e) rounded to float
-    constexpr float kLog2eLow = 1.925962989e-8f;         // log2(e) - kLog2e
+    constexpr float kLog2eLow = 1.925962989e-8f;  // log2(e) - kLog2e
     constexpr float kLn2 = 0.693147180559945309f;
     const float clamped = v < -104.0f ? -104.0f : v;
     const float hi = clamped * kLog2e;
     const float lo = fmaf(clamped, kLog2e, -hi) + clamped * kLog2eLow;
-    float power;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(power) : "f"(hi));
+    const float power = exp2_approx(hi);
     return fmaf(power, lo * kLn2, power);
 }
 __device__ __forceinline__ double exp_of(double v) { return exp(v); }
@@ -183,18 +190,9 @@ struct ShiftedExpFast {
     float scaled_shift;  // S
     float residual;      // r
     __device__ __forceinline__ explicit ShiftedExpFast(float shift)
-        : scaled_shift(shift * 1.44269502162933349609375f),
-          residual(fmaf(shift, 1.44269502162933349609375f, -scaled_shift)) {}
-    __device__ __forceinline__ float operator()(float v) const {
-        float power;
-        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(power) : "f"(fmaf(v, 1.44269502162933349609375f, -scaled_shift)));
-        return power;
-    }
-    __device__ __forceinline__ float unbias() const {
-        float factor;
-        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(factor) : "f"(-residual));
-        return factor;
-    }
+        : scaled_shift(shift * kLog2e), residual(fmaf(shift, kLog2e, -scaled_shift)) {}
+    __device__ __forceinline__ float operator()(float v) const { return exp2_approx(fmaf(v, kLog2e, -scaled_shift)); }
+    __device__ __forceinline__ float unbias() const { return exp2_approx(-residual); }
 };
 
 // The general form: huge or non-finite shifts (special values keep exp_of's exact handling) and double.
@@ -317,13 +315,6 @@ __device__ __forceinline__ C softmax_output(C shifted, C inverse_sum, C log_sum,
 }
 
 // ---- reductions ------------------------------------------------------------------------------------
-
-template <int kWidth, class C>
-__device__ __forceinline__ C group_max(C v) {
-#pragma unroll
-    for (int offset = kWidth / 2; offset > 0; offset /= 2) v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, offset, kWidth));
-    return v;
-}
 
 template <int kWidth, class C>
 __device__ __forceinline__ C group_max_skip_nan(C v) {
