@@ -122,6 +122,18 @@ std::string check_in_place_on_device(smxHandle_t handle, HostTensor& x_then_y, i
     return compare_to_reference(x_then_y, expected, log_mode);
 }
 
+std::string check_random_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                              std::int64_t row_len, bool log_mode) {
+    HostTensor x = make_tensor(x_dtype, {rows, row_len});
+    HostTensor y = make_tensor(y_dtype, {rows, row_len});
+    fill_random(x, test_rng());
+    std::string plan;
+    const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
+    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+    CHECK(mismatch == "");
+    return plan;
+}
+
 std::string kernel_kind(const std::string& plan) {
     const std::string prefix = "cuda ";
     if (plan.compare(0, prefix.size(), prefix) != 0) return "";

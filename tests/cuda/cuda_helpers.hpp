@@ -120,6 +120,12 @@ std::string check_on_device(smxHandle_t handle, HostTensor& y, const HostTensor&
 std::string check_in_place_on_device(smxHandle_t handle, HostTensor& x_then_y, int axis, bool log_mode,
                                      std::string* plan = nullptr);
 
+// A contiguous (rows, row_len) case on fresh random x, softmax over the last axis: checked against the
+// reference with check_on_device (a mismatch fails the test, with the case and plan in the message).
+// Returns the plan text.
+std::string check_random_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                              std::int64_t row_len, bool log_mode);
+
 // The kernel kind of a CUDA plan text: the word after "cuda " ("warp", "block-regs", ...); "" if the
 // text does not start with "cuda ".
 std::string kernel_kind(const std::string& plan);

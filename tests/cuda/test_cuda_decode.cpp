@@ -15,19 +15,6 @@ using namespace smx_test;
 
 namespace {
 
-// Checks one (rows, n) case against the reference; returns the plan text.
-std::string check_decode_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
-                              std::int64_t row_len, bool log_mode) {
-    HostTensor x = make_tensor(x_dtype, {rows, row_len});
-    HostTensor y = make_tensor(y_dtype, {rows, row_len});
-    fill_random(x, test_rng());
-    std::string plan;
-    const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
-    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
-    CHECK(mismatch == "");
-    return plan;
-}
-
 // Runs (rows, n) on the device and returns y on the host (no reference check).
 HostTensor run_decode(smxHandle_t handle, const HostTensor& x, smxDataType_t y_dtype, bool log_mode, std::string* plan) {
     HostTensor y = make_tensor(y_dtype, x.shape);
@@ -60,7 +47,7 @@ TEST_CASE("cuda decode: the issue-6 shapes match the reference on the plan the r
     for (const Shape& shape : shapes) {
         for (const DtypePair& pair : pairs) {
             for (bool log_mode : {false, true}) {
-                const std::string plan = check_decode_case(handle.get(), pair.x, pair.y, shape.rows, shape.row_len, log_mode);
+                const std::string plan = check_random_rows(handle.get(), pair.x, pair.y, shape.rows, shape.row_len, log_mode);
                 INFO("plan: " << plan);
                 // Measured on the H200: a cluster per row beats split-row whenever a cluster holds the row
                 // (<= 524288 elements), down to one row; longer rows are split.
@@ -69,7 +56,7 @@ TEST_CASE("cuda decode: the issue-6 shapes match the reference on the plan the r
         }
     }
     // 1 x 32000 is a decode shape too, whichever plan takes it.
-    for (bool log_mode : {false, true}) check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 32000, log_mode);
+    for (bool log_mode : {false, true}) check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 32000, log_mode);
 }
 
 TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, every dtype family", "[cuda]") {
@@ -83,7 +70,7 @@ TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, 
     for (std::int64_t row_len : lengths) {
         for (const DtypePair& pair : pairs) {
             for (bool log_mode : {false, true}) {
-                const std::string plan = check_decode_case(handle.get(), pair.x, pair.y, 3, row_len, log_mode);
+                const std::string plan = check_random_rows(handle.get(), pair.x, pair.y, 3, row_len, log_mode);
                 INFO("plan: " << plan);
                 if (row_len > 524288) CHECK(kernel_kind(plan) == "split-row");
                 if (row_len <= 524288 && pair.x != SMX_DTYPE_F64) CHECK(kernel_kind(plan) == "block-regs");
@@ -91,8 +78,8 @@ TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, 
         }
     }
     for (std::int64_t rows : {63, 64, 65}) {
-        check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, rows, 65537, false);
-        check_decode_case(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F32, rows, 40000, true);
+        check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, rows, 65537, false);
+        check_random_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F32, rows, 40000, true);
     }
 }
 
@@ -101,19 +88,19 @@ TEST_CASE("cuda decode: one row spreading 128 KiB or more over each cluster CTA 
     CudaHandle handle;
     // H200: 1 x 524288 f32 (cluster 16, 128 KiB of x per CTA) 12.3 us split vs 14.0 per-row; bf16 (64 KiB
     // per CTA) and two rows stay per-row (12.2 vs 14.2 us, 14.4 vs 15.5 us).
-    CHECK(kernel_kind(check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 524288, false)) == "split-row");
-    CHECK(kernel_kind(check_decode_case(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1, 524288, true)) == "block-regs");
-    CHECK(kernel_kind(check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 524288, false)) == "block-regs");
-    CHECK(kernel_kind(check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 1, 256000, true)) == "block-regs");
+    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 524288, false)) == "split-row");
+    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1, 524288, true)) == "block-regs");
+    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 524288, false)) == "block-regs");
+    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 1, 256000, true)) == "block-regs");
 }
 
 TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chunk)", "[cuda]") {
     CudaHandle handle;
     const std::int64_t two_24 = std::int64_t{1} << 24;
-    check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, two_24, false);
-    check_decode_case(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1, two_24, true);
-    check_decode_case(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, two_24 + 1, true);
-    check_decode_case(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F32, 2, two_24 + 1, false);
+    check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, two_24, false);
+    check_random_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1, two_24, true);
+    check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, two_24 + 1, true);
+    check_random_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F32, 2, two_24 + 1, false);
 }
 
 TEST_CASE("cuda decode: a constant row gives exactly uniform output within 1 ulp", "[cuda]") {

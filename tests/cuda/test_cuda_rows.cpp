@@ -31,13 +31,8 @@ int multiprocessor_count() {
 // Runs one (rows, n) case, checks it, and records its plan text.
 void check_rows_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
                      std::int64_t row_len, bool log_mode, std::set<std::string>* plans) {
-    HostTensor x = make_tensor(x_dtype, {rows, row_len});
-    HostTensor y = make_tensor(y_dtype, {rows, row_len});
-    fill_random(x, test_rng());
-    std::string plan;
-    const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
-    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
-    CHECK(mismatch == "");
+    const std::string plan = check_random_rows(handle, x_dtype, y_dtype, rows, row_len, log_mode);
+    INFO("plan: " << plan);
     CHECK(kernel_kind(plan) != "");
     if (plans != nullptr) plans->insert(plan);
 }
@@ -255,13 +250,8 @@ std::int64_t block_regs_rows() { return multiprocessor_count() + 3; }
 // Runs one case that the block-regs kernel must take; checks the result and the plan's kind.
 void check_block_regs_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
                            std::int64_t row_len, bool log_mode) {
-    HostTensor x = make_tensor(x_dtype, {rows, row_len});
-    HostTensor y = make_tensor(y_dtype, {rows, row_len});
-    fill_random(x, test_rng());
-    std::string plan;
-    const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
-    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
-    CHECK(mismatch == "");
+    const std::string plan = check_random_rows(handle, x_dtype, y_dtype, rows, row_len, log_mode);
+    INFO("plan: " << plan);
     CHECK(kernel_kind(plan) == "block-regs");
 }
 
