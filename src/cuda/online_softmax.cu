@@ -61,7 +61,8 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
 }
 
 // Writes y[0, count) from x[0, count) and the row's statistics, threads striding; any alignment
-// (y's packs are stored whole when y is aligned like x, element-wise otherwise).
+// (y's packs are stored whole when y is aligned like x, element-wise otherwise). The last pass over x:
+// packs are read and written streaming, so the x still to be re-read keeps its place in L2.
 template <class X, class Y, class C>
 __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count, Stats<C> stats, bool log_mode,
                                             int tid, int threads) {
@@ -82,7 +83,7 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
                 const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
-                if (pack < split.packs) load_pack<X, C, kPack>(x_body + pack * kPack, values[u]);
+                if (pack < split.packs) load_pack<X, C, kPack, Access::Streaming>(x_body + pack * kPack, values[u]);
             }
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
@@ -91,7 +92,7 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) values[u][k] = output(values[u][k]);
                 if (y_packs_aligned) {
-                    store_pack<Y, kPack>(y_body + pack * kPack, values[u]);
+                    store_pack<Y, kPack, Access::Streaming>(y_body + pack * kPack, values[u]);
                 } else {
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(values[u][k]);

@@ -96,10 +96,52 @@ struct StoreAs<double> {
     static __device__ __forceinline__ double from(double v) { return v; }
 };
 
+// How a pack access treats the caches. Streaming (ld/st.global.cs, evict-first in L1 and L2) is for data
+// a kernel touches for the last time while other data it will read again still sits in L2: split-row's
+// second pass re-reads x that the first pass left in L2, and its own x and y would otherwise push it out.
+enum class Access { Normal, Streaming };
+
+// One aligned unit of 2..16 bytes (a Packed), loaded or stored as one access with the given cache treatment.
+template <Access kAccess, class P>
+__device__ __forceinline__ P load_unit(const P* source) {
+    if constexpr (kAccess == Access::Normal) {
+        return *source;
+    } else {
+        P unit;
+        if constexpr (sizeof(P) == 16) {
+            *reinterpret_cast<uint4*>(&unit) = __ldcs(reinterpret_cast<const uint4*>(source));
+        } else if constexpr (sizeof(P) == 8) {
+            *reinterpret_cast<uint2*>(&unit) = __ldcs(reinterpret_cast<const uint2*>(source));
+        } else if constexpr (sizeof(P) == 4) {
+            *reinterpret_cast<unsigned*>(&unit) = __ldcs(reinterpret_cast<const unsigned*>(source));
+        } else {
+            static_assert(sizeof(P) == 2, "a unit is 2, 4, 8 or 16 bytes");
+            *reinterpret_cast<unsigned short*>(&unit) = __ldcs(reinterpret_cast<const unsigned short*>(source));
+        }
+        return unit;
+    }
+}
+
+template <Access kAccess, class P>
+__device__ __forceinline__ void store_unit(P* target, const P& unit) {
+    if constexpr (kAccess == Access::Normal) {
+        *target = unit;
+    } else if constexpr (sizeof(P) == 16) {
+        __stcs(reinterpret_cast<uint4*>(target), *reinterpret_cast<const uint4*>(&unit));
+    } else if constexpr (sizeof(P) == 8) {
+        __stcs(reinterpret_cast<uint2*>(target), *reinterpret_cast<const uint2*>(&unit));
+    } else if constexpr (sizeof(P) == 4) {
+        __stcs(reinterpret_cast<unsigned*>(target), *reinterpret_cast<const unsigned*>(&unit));
+    } else {
+        static_assert(sizeof(P) == 2, "a unit is 2, 4, 8 or 16 bytes");
+        __stcs(reinterpret_cast<unsigned short*>(target), *reinterpret_cast<const unsigned short*>(&unit));
+    }
+}
+
 // Loads kPack elements of x (aligned to their size, 16 bytes by default) into compute-type registers.
-template <class X, class C, int kPack = kPackOf<X>>
+template <class X, class C, int kPack = kPackOf<X>, Access kAccess = Access::Normal>
 __device__ __forceinline__ void load_pack(const X* source, C* values) {
-    const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(source);
+    const Packed<X, kPack> pack = load_unit<kAccess>(reinterpret_cast<const Packed<X, kPack>*>(source));
 #pragma unroll
     for (int k = 0; k < kPack; ++k) values[k] = to_compute(pack.value[k]);
 }
@@ -118,7 +160,7 @@ __device__ __forceinline__ void convert_pair(float a, float b, __nv_bfloat16* ou
 }
 
 // Stores N outputs as aligned chunks of at most 16 bytes; `target` must be aligned to min(16, N*sizeof(Y)).
-template <class Y, int N, class C>
+template <class Y, int N, Access kAccess = Access::Normal, class C>
 __device__ __forceinline__ void store_pack(Y* target, const C* values) {
     constexpr int kBytes = N * static_cast<int>(sizeof(Y));
     constexpr int kChunk = (kBytes < 16 ? kBytes : 16) / static_cast<int>(sizeof(Y));
@@ -133,7 +175,7 @@ __device__ __forceinline__ void store_pack(Y* target, const C* values) {
 #pragma unroll
             for (int k = 0; k < kChunk; ++k) pack.value[k] = StoreAs<Y>::from(values[c * kChunk + k]);
         }
-        *reinterpret_cast<Packed<Y, kChunk>*>(target + c * kChunk) = pack;
+        store_unit<kAccess>(reinterpret_cast<Packed<Y, kChunk>*>(target + c * kChunk), pack);
     }
 }
 
