@@ -21,6 +21,7 @@ struct DeviceLimits {
     std::size_t shared_memory_per_multiprocessor = 0;
     int registers_per_multiprocessor = 0;
     bool cluster_launch = false;            // thread-block clusters (sm_90+)
+    bool cooperative_launch = false;        // grid-wide barriers in cooperatively launched kernels
     std::size_t l2_cache_bytes = 0;
 };
 

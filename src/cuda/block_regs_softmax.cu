@@ -1,9 +1,11 @@
-// block_regs_softmax.cu - rows of 1025..524288 elements, Rows layout: a cluster of C CTAs (C = 1..16, any
-// integer) per row, each CTA owning a slice of ceil(n / C) elements (rounded up to a 16-byte pack) that its
-// threads hold in REGISTERS (16-bit inputs packed, widened on use), kValues per thread. Per row: every load issued first, one
-// exp per element (kept in the registers), one (max, sum) reduction per CTA, combined across the cluster
-// through distributed shared memory, then the write. Traffic: x read once, y written once. One
-// cluster per row; several CTAs per SM overlap one CTA's loads with another's math and stores.
+// block_regs_softmax.cu - rows of 1025..524288 elements, Rows layout: C CTAs per row, each CTA owning a
+// slice of ceil(n / C) elements (rounded up to a 16-byte pack) that its threads hold in REGISTERS (16-bit
+// inputs packed, widened on use), kValues per thread. Per row: every load issued first, one exp per element
+// (kept in the registers), one (max, sum) reduction per CTA, combined across the row's CTAs, then the
+// write. Traffic: x read once, y written once. The CTAs of a row combine their statistics either
+//   - as a thread-block cluster (C = 1..16) through distributed shared memory (block-regs plans), or
+//   - through the workspace behind a grid-wide barrier (grid-regs plans, args.chunks = C > 0): a
+//     cooperative launch whose CTAs are all resident at once, so one row can spread over every SM.
 #include <type_traits>
 
 #include "cuda/cluster.cuh"
@@ -36,8 +38,10 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
 
     // One cluster per row (a persistent loop over rows made the compiler hoist per-pack addresses out of
     // it and spill the values): grid.x = C x rows_per_grid_row, grid.y = ceil(rows / rows_per_grid_row).
-    const unsigned rank = cluster_rank();
-    const unsigned ranks = cluster_size();
+    // Grid-regs: grid.x = C x rows exactly, a row's C CTAs consecutive (no CTA may leave before the barrier).
+    const bool grid_split = args.chunks > 0;
+    const unsigned ranks = grid_split ? static_cast<unsigned>(args.chunks) : cluster_size();
+    const unsigned rank = grid_split ? blockIdx.x % ranks : cluster_rank();
     const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * (gridDim.x / ranks) + blockIdx.x / ranks;
     if (row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
     const X* x = static_cast<const X*>(args.x);
@@ -135,7 +139,21 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
             if (lane == 0) exchange = stats;
         }
         Stats<C> row_stats;
-        if (ranks > 1) {
+        if (grid_split) {
+            // Each CTA publishes its statistics, the grid barrier (a fence included) makes them visible,
+            // then warp 0 of every CTA folds the row's partials in rank order: bitwise the same everywhere.
+            Stats<C>* partials = static_cast<Stats<C>*>(args.workspace) + row * ranks;
+            if (tid == 0) partials[rank] = stats;
+            cooperative_groups::this_grid().sync();
+            if (warp == 0) {
+                Stats<C> folded = empty_stats<C>();
+                for (unsigned c = lane; c < ranks; c += 32) folded = combine(folded, load_stats_uncached(partials + c));
+                folded = warp_combine_stats(folded);
+                if (lane == 0) cluster_stats = folded;
+            }
+            __syncthreads();
+            row_stats = cluster_stats;
+        } else if (ranks > 1) {
             // Warp 0 of every CTA folds all CTAs' statistics in rank order: bitwise the same everywhere.
             cluster_sync();
             if (warp == 0) {
@@ -192,7 +210,7 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
     }
     // Peers may still be reading this CTA's exchange slot: stay resident until the whole cluster is done.
-    if (ranks > 1) cluster_sync();
+    if (!grid_split && ranks > 1) cluster_sync();
 }
 
 template <class X, class Y>

@@ -76,6 +76,8 @@ smxStatus_t cuda_query_device(int device_id, DeviceLimits* limits) {
     read.registers_per_multiprocessor = value;
     SMX_RETURN_IF_ERROR(attribute(cudaDevAttrClusterLaunch, "cluster launch support"));
     read.cluster_launch = value != 0;
+    SMX_RETURN_IF_ERROR(attribute(cudaDevAttrCooperativeLaunch, "cooperative launch support"));
+    read.cooperative_launch = value != 0;
     SMX_RETURN_IF_ERROR(attribute(cudaDevAttrL2CacheSize, "the L2 cache size"));
     read.l2_cache_bytes = static_cast<std::size_t>(value);
 

@@ -15,14 +15,14 @@ namespace smx::cuda {
 struct SoftmaxKernelArgs {
     const void* x = nullptr;
     void* y = nullptr;
-    void* workspace = nullptr;        // split-row: per-chunk (max, sum) partials
+    void* workspace = nullptr;        // split-row, grid-regs: per-chunk (max, sum) partials
     std::int64_t rows = 0;
     std::int64_t row_len = 0;
     // Rows layout (warp, block-regs, block-online, split-row).
     std::int64_t x_row_stride = 0;
     std::int64_t y_row_stride = 0;
-    std::int64_t slice_len = 0;       // block-regs, spatial-tile: elements per cluster CTA; split-row: per chunk
-    std::int64_t chunks = 0;          // split-row: chunks per row
+    std::int64_t slice_len = 0;       // block-regs, spatial-tile: elements per row CTA; split-row: per chunk
+    std::int64_t chunks = 0;          // split-row: chunks per row; block-regs: > 0 selects grid-regs (CTAs per row)
     // Spatial and General layouts.
     std::int64_t x_axis_stride = 1;
     std::int64_t y_axis_stride = 1;

@@ -313,6 +313,13 @@ struct Stats {
     C sum;
 };
 
+// Statistics another CTA of this grid wrote during this launch: loaded from L2 (ld.global.cg), never
+// from this SM's L1, which is not coherent with other SMs' writes.
+template <class C>
+__device__ __forceinline__ Stats<C> load_stats_uncached(const Stats<C>* source) {
+    return {__ldcg(&source->max), __ldcg(&source->sum)};
+}
+
 template <class C>
 __device__ __forceinline__ Stats<C> empty_stats() {
     return {neg_inf<C>(), C(0)};

@@ -26,18 +26,23 @@ using cuda::SoftmaxKernelArgs;
 
 // Split-row (two kernels, a workspace, x read twice) against a cluster per row (block-regs), measured on
 // the H200 for 1..16 rows of 32768..524288 elements, f32 and bf16 (docs/perf-notes.md, run 9): per-row
-// clusters won every case but one, by 1-30 us, down to a single row, because they launch once and read x
-// once. Split-row is kept for rows no cluster can hold in registers (> 524288 elements) when they are
-// too few to fill the SMs with a CTA each, and for that one case: a single row whose cluster would put
-// kSplitRowMinSliceBytes or more of x on each CTA (1 x 524288 f32: 12.3 us split, 14.0 us per-row; at
-// 64 KiB per CTA per-row still won: 1 x 524288 bf16 12.2 vs 14.2, 1 x 256000 f32 10.7 vs 11.2).
+// clusters won every case but one, because they launch once and read x once. Split-row is kept for rows
+// no cluster can hold in registers (> 524288 elements) when they are too few to fill the SMs with a CTA
+// each and too many (or too long) for grid-regs to hold every row's CTAs at once.
 constexpr std::int64_t kSplitRowMinLen = 32768;
-constexpr std::int64_t kSplitRowMinSliceBytes = 128 * 1024;
+// Grid-regs (a row's CTAs combine through the workspace behind a grid barrier, one cooperative launch):
+// each CTA holds about this many bytes of x in registers, so a row spreads over row_bytes / 16 KiB CTAs
+// (1 x 128256 f32: 32 CTAs; 1 x 1048576 f32: 256), at most 512 threads each; the split depends on the
+// row length only. Taken while every row's CTAs fit on the device at once and rows are this long.
+constexpr std::int64_t kGridRegsSliceBytes = 16 * 1024;
+constexpr int kGridRegsMaxThreads = 512;
+constexpr std::int64_t kGridRegsMinLen = 32768;
 // Split-row chunks: about row_len / 256 elements (so one row alone spreads over ~256 CTAs, two waves of
-// 132 SMs), at least 2048 (a CTA's fixed cost stays small) and at most 65536 elements, and never more
-// than 1024 chunks per row (every CTA of the second kernel folds all of its row's partials).
+// 132 SMs), at least 8192 (a CTA's fixed cost stays small: the rows that reach split-row are too many or
+// too long for grid-regs, so CTAs are plenty) and at most 65536 elements, and never more than 1024 chunks
+// per row (every CTA of the second kernel folds all of its row's partials).
 constexpr std::int64_t kSplitChunkTarget = 256;
-constexpr std::int64_t kSplitMinChunk = 2048;
+constexpr std::int64_t kSplitMinChunk = 8192;
 constexpr std::int64_t kSplitMaxChunk = 65536;
 constexpr std::int64_t kSplitMaxChunks = 1024;
 // Chunk lengths are multiples of this many elements: 128 bytes even for 16-bit x, so every chunk of a
@@ -109,6 +114,7 @@ struct Launch {
     dim3 block;
     std::size_t shared_bytes = 0;  // dynamic shared memory
     unsigned cluster = 0;          // CTAs per cluster; 0: an ordinary launch
+    bool cooperative = false;      // every CTA resident at once (grid-wide barrier inside)
 };
 
 class CudaSoftmaxPlan final : public SoftmaxPlan {
@@ -149,18 +155,23 @@ public:
         for (int i = 0; i < launch_count; ++i) {
             const Launch& launch = launches[i];
             cudaError_t error;
-            if (launch.cluster > 0) {
-                cudaLaunchAttribute cluster_attribute{};
-                cluster_attribute.id = cudaLaunchAttributeClusterDimension;
-                cluster_attribute.val.clusterDim.x = launch.cluster;
-                cluster_attribute.val.clusterDim.y = 1;
-                cluster_attribute.val.clusterDim.z = 1;
+            if (launch.cluster > 0 || launch.cooperative) {
+                cudaLaunchAttribute attribute{};
+                if (launch.cooperative) {
+                    attribute.id = cudaLaunchAttributeCooperative;
+                    attribute.val.cooperative = 1;
+                } else {
+                    attribute.id = cudaLaunchAttributeClusterDimension;
+                    attribute.val.clusterDim.x = launch.cluster;
+                    attribute.val.clusterDim.y = 1;
+                    attribute.val.clusterDim.z = 1;
+                }
                 cudaLaunchConfig_t config{};
                 config.gridDim = launch.grid;
                 config.blockDim = launch.block;
                 config.dynamicSmemBytes = launch.shared_bytes;
                 config.stream = cuda_stream;
-                config.attrs = &cluster_attribute;
+                config.attrs = &attribute;
                 config.numAttrs = 1;
                 error = cudaLaunchKernelExC(&config, launch.kernel, params);
             } else {
@@ -291,6 +302,63 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
     return SMX_STATUS_SUCCESS;
 }
 
+// A grid-regs configuration: the block-regs kernel with `chunks` CTAs per row combined by a grid barrier.
+struct GridRegsChoice {
+    bool fits = false;  // the device supports it and every row's CTAs are resident at once
+    const void* kernel = nullptr;
+    int threads = 0;
+    int values = 0;
+    std::int64_t slice_len = 0;
+    std::int64_t chunks = 0;
+    int ctas_per_sm = 0;
+};
+
+// Slices of about kGridRegsSliceBytes (whole 16-byte packs, so each keeps the row's phase), the fewest
+// values per thread that keep a CTA within kGridRegsMaxThreads; fits when rows x chunks CTAs can all be
+// resident (a cooperative launch refuses more).
+smxStatus_t choose_grid_regs(const SoftmaxInfo& info, const DeviceLimits& limits, GridRegsChoice* choice) {
+    *choice = {};
+    if (!limits.cooperative_launch) return SMX_STATUS_SUCCESS;
+    const std::int64_t x_size = static_cast<std::int64_t>(dtype_size(info.x_dtype));
+    const std::int64_t wanted = ceil_div(info.row_len * x_size, kGridRegsSliceBytes);
+    if (wanted < 2) return SMX_STATUS_SUCCESS;
+    const std::int64_t slice_len = round_up(ceil_div(info.row_len, wanted), 16 / x_size);
+    const std::int64_t chunks = ceil_div(info.row_len, slice_len);  // so that every CTA has elements
+    for (int values : cuda::kBlockRegsValueCounts) {
+        const void* kernel = cuda::block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
+        if (kernel == nullptr) continue;
+        const std::int64_t threads = std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32), kRegsMinThreads);
+        if (threads > kGridRegsMaxThreads) continue;
+        cudaFuncAttributes attributes{};
+        const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+        if (error != cudaSuccess) return cuda::cuda_failure(error, "reading the block-regs kernel's limits");
+        if (threads > attributes.maxThreadsPerBlock) continue;
+        int ctas_per_sm = 0;
+        SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &ctas_per_sm));
+        const std::int64_t resident = static_cast<std::int64_t>(ctas_per_sm) * limits.multiprocessor_count;
+        *choice = {info.rows * chunks <= resident, kernel, static_cast<int>(threads), values, slice_len, chunks, ctas_per_sm};
+        return SMX_STATUS_SUCCESS;
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t plan_grid_regs(const SoftmaxInfo& info, const GridRegsChoice& choice, CudaSoftmaxPlan* plan) {
+    const std::size_t compute_size = info.x_dtype == SMX_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    const std::int64_t ctas = info.rows * choice.chunks;
+    plan->family = KernelFamily::BlockRegs;
+    plan->args.slice_len = choice.slice_len;
+    plan->args.chunks = choice.chunks;
+    plan->workspace = static_cast<std::size_t>(ctas) * 2 * compute_size;
+    Launch launch{choice.kernel, dim3(static_cast<unsigned>(ctas)), dim3(static_cast<unsigned>(choice.threads)), 0, 0};
+    launch.cooperative = true;
+    plan->launches[0] = launch;
+    plan->launch_count = 1;
+    plan->text = fmt::format("cuda grid-regs values={} threads={} chunks={} slice={} ctas_per_sm={} workspace={}",
+                             choice.values, choice.threads, choice.chunks, choice.slice_len, choice.ctas_per_sm,
+                             plan->workspace);
+    return SMX_STATUS_SUCCESS;
+}
+
 smxStatus_t plan_split_row(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     const void* stats_kernel = cuda::split_row_stats_kernel(info.x_dtype, info.y_dtype);
     const void* write_kernel = cuda::split_row_write_kernel(info.x_dtype, info.y_dtype);
@@ -314,17 +382,20 @@ smxStatus_t plan_split_row(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     return SMX_STATUS_SUCCESS;
 }
 
-// SMX_CUDA_SPLIT_ROW=never|always replaces the few-long-rows rule below, so that a benchmark can time both
-// sides of it on the same shapes (how the crossover was measured; docs/cuda-kernels.md). "always" still
-// needs rows of kSplitRowMinLen or more. Unset, or any other value: the rule. Read when a plan is made.
-enum class SplitRowOverride { Rule, Never, Always };
+// SMX_CUDA_LONG_ROWS=cluster|grid|split replaces the long-rows rule below, so that a benchmark can time
+// each plan on the same shapes (how the crossovers were measured; docs/cuda-kernels.md) and tests can
+// reach each plan on any shape: cluster = block-regs clusters where they fit (else block-online), never
+// grid-regs or split-row; grid = grid-regs wherever every CTA fits at once (else the rule); split =
+// split-row for rows of kSplitRowMinLen or more. Unset, or any other value: the rule. Read when a plan is made.
+enum class LongRowsOverride { Rule, Cluster, Grid, Split };
 
-SplitRowOverride split_row_override() {
-    const char* value = std::getenv("SMX_CUDA_SPLIT_ROW");
-    if (value == nullptr) return SplitRowOverride::Rule;
-    if (std::strcmp(value, "never") == 0) return SplitRowOverride::Never;
-    if (std::strcmp(value, "always") == 0) return SplitRowOverride::Always;
-    return SplitRowOverride::Rule;
+LongRowsOverride long_rows_override() {
+    const char* value = std::getenv("SMX_CUDA_LONG_ROWS");
+    if (value == nullptr) return LongRowsOverride::Rule;
+    if (std::strcmp(value, "cluster") == 0) return LongRowsOverride::Cluster;
+    if (std::strcmp(value, "grid") == 0) return LongRowsOverride::Grid;
+    if (std::strcmp(value, "split") == 0) return LongRowsOverride::Split;
+    return LongRowsOverride::Rule;
 }
 
 smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
@@ -340,17 +411,23 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
     const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, kRegsRowsPerGridRow);
     const std::int64_t grid_rows = ceil_div(info.rows, rows_per_grid_row);
     regs.fits = regs.fits && grid_rows <= kMaxGridY;
-    // (d) Few rows too long for any cluster would leave most SMs idle with a CTA each: spread each row over
-    // many CTAs instead; likewise the one heavy single row (see kSplitRowMinSliceBytes).
-    const bool too_long_for_clusters = !regs.fits && info.rows < limits.multiprocessor_count;
-    const bool one_heavy_row = regs.fits && info.rows == 1 &&
-                               regs.slice_len * static_cast<std::int64_t>(dtype_size(info.x_dtype)) >= kSplitRowMinSliceBytes;
-    bool split = info.row_len >= kSplitRowMinLen && (too_long_for_clusters || one_heavy_row);
-    switch (split_row_override()) {
-        case SplitRowOverride::Rule: break;
-        case SplitRowOverride::Never: split = false; break;
-        case SplitRowOverride::Always: split = info.row_len >= kSplitRowMinLen; break;
+    // (d) Few long rows: one cooperative launch spreads each row over many SMs (grid-regs) while every
+    // row's CTAs fit on the device at once. Rows too long for that and for any cluster, too few to fill
+    // the SMs with a CTA each, are split over many CTAs by two kernels instead (split-row).
+    GridRegsChoice grid_regs;
+    SMX_RETURN_IF_ERROR(choose_grid_regs(info, limits, &grid_regs));
+    bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen;
+    bool split = !use_grid && info.row_len >= kSplitRowMinLen && !regs.fits && info.rows < limits.multiprocessor_count;
+    switch (long_rows_override()) {
+        case LongRowsOverride::Rule: break;
+        case LongRowsOverride::Cluster: use_grid = split = false; break;
+        case LongRowsOverride::Grid: use_grid = grid_regs.fits; split = split && !use_grid; break;
+        case LongRowsOverride::Split:
+            use_grid = false;
+            split = info.row_len >= kSplitRowMinLen;
+            break;
     }
+    if (use_grid) return plan_grid_regs(info, grid_regs, plan);
     if (split) return plan_split_row(info, plan);
     if (regs.fits) {
         const dim3 grid(static_cast<unsigned>(rows_per_grid_row * regs.cluster), static_cast<unsigned>(grid_rows));

@@ -141,19 +141,37 @@ std::string kernel_kind(const std::string& plan) {
     return plan.substr(prefix.size(), end == std::string::npos ? std::string::npos : end - prefix.size());
 }
 
-ScopedSplitRowOverride::ScopedSplitRowOverride(const char* value) {
-    const char* previous = std::getenv("SMX_CUDA_SPLIT_ROW");
+ScopedLongRowsOverride::ScopedLongRowsOverride(const char* value) {
+    const char* previous = std::getenv("SMX_CUDA_LONG_ROWS");
     had_value_ = previous != nullptr;
     if (had_value_) previous_ = previous;
-    setenv("SMX_CUDA_SPLIT_ROW", value, 1);
+    setenv("SMX_CUDA_LONG_ROWS", value, 1);
 }
 
-ScopedSplitRowOverride::~ScopedSplitRowOverride() {
+ScopedLongRowsOverride::~ScopedLongRowsOverride() {
     if (had_value_) {
-        setenv("SMX_CUDA_SPLIT_ROW", previous_.c_str(), 1);
+        setenv("SMX_CUDA_LONG_ROWS", previous_.c_str(), 1);
     } else {
-        unsetenv("SMX_CUDA_SPLIT_ROW");
+        unsetenv("SMX_CUDA_LONG_ROWS");
     }
+}
+
+std::string plan_for_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                          std::int64_t row_len) {
+    TensorDesc x_desc(x_dtype, {rows, row_len}, {row_len, 1});
+    TensorDesc y_desc(y_dtype, {rows, row_len}, {row_len, 1});
+    SoftmaxDesc desc(handle, SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
+    SMX_REQUIRE_OK(desc.status);
+    const char* plan = nullptr;
+    SMX_REQUIRE_OK(smxGetSoftmaxPlan(desc.desc, &plan));
+    return plan;
+}
+
+std::int64_t plan_value(const std::string& plan, const std::string& key) {
+    const std::string needle = " " + key + "=";
+    const std::size_t at = plan.find(needle);
+    if (at == std::string::npos) return -1;
+    return std::stoll(plan.substr(at + needle.size()));
 }
 
 namespace {

@@ -130,20 +130,27 @@ std::string check_random_rows(smxHandle_t handle, smxDataType_t x_dtype, smxData
 // text does not start with "cuda ".
 std::string kernel_kind(const std::string& plan);
 
-// Sets SMX_CUDA_SPLIT_ROW (never|always: the plan's few-long-rows rule overridden) for the guard's
+// Sets SMX_CUDA_LONG_ROWS (cluster|grid|split: the plan's long-rows rule overridden) for the guard's
 // lifetime and restores the previous value after; plans read it when their descriptor is created. For
-// tests of one plan on shapes the rule would give to the other.
-class ScopedSplitRowOverride {
+// tests of one plan on shapes the rule would give to another.
+class ScopedLongRowsOverride {
 public:
-    explicit ScopedSplitRowOverride(const char* value);
-    ~ScopedSplitRowOverride();
-    ScopedSplitRowOverride(const ScopedSplitRowOverride&) = delete;
-    ScopedSplitRowOverride& operator=(const ScopedSplitRowOverride&) = delete;
+    explicit ScopedLongRowsOverride(const char* value);
+    ~ScopedLongRowsOverride();
+    ScopedLongRowsOverride(const ScopedLongRowsOverride&) = delete;
+    ScopedLongRowsOverride& operator=(const ScopedLongRowsOverride&) = delete;
 
 private:
     bool had_value_ = false;
     std::string previous_;
 };
+
+// The plan text the handle makes for softmax over the last axis of a contiguous (rows, row_len) x -> y.
+std::string plan_for_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                          std::int64_t row_len);
+
+// The value of `key=` in a plan text ("chunks=32 ..." -> 32); -1 when absent.
+std::int64_t plan_value(const std::string& plan, const std::string& key);
 
 // Describes a case for INFO messages: "f16->f32 softmax shape [4,7] strides [7,1] axis 1".
 std::string describe_case(const HostTensor& y, const HostTensor& x, int axis, bool log_mode);

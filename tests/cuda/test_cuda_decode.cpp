@@ -1,8 +1,8 @@
-// [cuda] decode: few very long rows (a cluster per row, or the split-row plan spreading each row over many
-// CTAs; SMX_CUDA_SPLIT_ROW forces the latter where a test is about it): the issue-6 shapes, lengths and
-// row counts around the dispatch and chunk-size boundaries, rows up to 2^24 elements,
-// exactly uniform output for constant rows, special values, determinism across row counts, graph
-// capture, in place and misaligned pointers.
+// [cuda] decode: few very long rows, spread over many CTAs by one cooperative launch (grid-regs), by two
+// kernels (split-row) or a cluster per row (block-regs); SMX_CUDA_LONG_ROWS forces one where a test is
+// about it: the issue-6 shapes, lengths and row counts around the dispatch boundaries (the residency
+// limit of grid-regs included), rows up to 2^24 elements, exactly uniform output for constant rows,
+// special values, determinism across row counts, graph capture, in place and misaligned pointers.
 #if SMX_TEST_WITH_CUDA
 
 #include <cmath>
@@ -33,6 +33,32 @@ struct DtypePair {
     smxDataType_t x, y;
 };
 
+int multiprocessor_count() {
+    int device = 0, count = 0;
+    SMX_REQUIRE_CUDA(cudaGetDevice(&device));
+    SMX_REQUIRE_CUDA(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+}
+
+// The most rows of `row_len` whose grid-regs CTAs are all resident at once on this device (0: grid-regs
+// cannot take the length), from the plan of one row with grid-regs forced: CTAs per row and per SM.
+std::int64_t grid_regs_max_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
+    const ScopedLongRowsOverride grid("grid");
+    const std::string plan = plan_for_rows(handle, x_dtype, y_dtype, 1, row_len);
+    if (kernel_kind(plan) != "grid-regs") return 0;
+    return plan_value(plan, "ctas_per_sm") * multiprocessor_count() / plan_value(plan, "chunks");
+}
+
+// What the rule must pick for few long rows: grid-regs from 32768 elements while every row's CTAs fit at
+// once; beyond that split-row for rows too long for a cluster (> 524288) and fewer than the SMs, else
+// a cluster per row.
+std::string expected_long_rows_kind(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype,
+                                    std::int64_t rows, std::int64_t row_len) {
+    if (row_len >= 32768 && rows <= grid_regs_max_rows(handle, x_dtype, y_dtype, row_len)) return "grid-regs";
+    if (row_len > 524288 && rows < multiprocessor_count()) return "split-row";
+    return "block-regs";
+}
+
 }  // namespace
 
 TEST_CASE("cuda decode: the issue-6 shapes match the reference on the plan the rule picks", "[cuda]") {
@@ -40,40 +66,37 @@ TEST_CASE("cuda decode: the issue-6 shapes match the reference on the plan the r
     struct Shape {
         std::int64_t rows, row_len;
     };
-    const Shape shapes[] = {{1, 128256}, {8, 128256}, {64, 128256}, {1, 256000},
-                            {32, 256000}, {1, 1048576}, {4, 4194304}};
+    const Shape shapes[] = {{1, 32000},   {1, 128256},  {8, 128256},  {64, 128256},
+                            {1, 256000},  {32, 256000}, {1, 1048576}, {4, 4194304}};
     const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
                                {SMX_DTYPE_BF16, SMX_DTYPE_F32}};
     for (const Shape& shape : shapes) {
         for (const DtypePair& pair : pairs) {
+            const std::string expected = expected_long_rows_kind(handle.get(), pair.x, pair.y, shape.rows, shape.row_len);
             for (bool log_mode : {false, true}) {
                 const std::string plan = check_random_rows(handle.get(), pair.x, pair.y, shape.rows, shape.row_len, log_mode);
                 INFO("plan: " << plan);
-                // Measured on the H200: a cluster per row beats split-row whenever a cluster holds the row
-                // (<= 524288 elements), down to one row; longer rows are split.
-                CHECK(kernel_kind(plan) == (shape.row_len > 524288 ? "split-row" : "block-regs"));
+                CHECK(kernel_kind(plan) == expected);
             }
         }
     }
-    // 1 x 32000 is a decode shape too, whichever plan takes it.
-    for (bool log_mode : {false, true}) check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 32000, log_mode);
 }
 
-TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, every dtype family", "[cuda]") {
+TEST_CASE("cuda decode: lengths and row counts around the long-row boundaries, every dtype family", "[cuda]") {
     CudaHandle handle;
-    // 32767/32768/32769: the split-row threshold; 524288/524289: the longest row a cluster holds in
-    // registers (16 x 1024 x 32 f32, 16 x 512 x 64 16-bit) and chunk 2048 -> 4096; 2^23 + 64: the largest
-    // chunk (65536) with a short last one; 63..65 rows: where per-row clusters start to fill the GPU.
+    // 32767/32768/32769: where grid-regs starts; 131073: a short last CTA; 524288/524289: the longest row
+    // a cluster holds in registers (16 x 1024 x 32 f32, 16 x 512 x 64 16-bit); 2^23 + 64: too many CTAs
+    // for grid-regs, so split-row with its largest chunk (65536) and a short last one.
     const std::int64_t lengths[] = {32767, 32768, 32769, 131073, 524288, 524289, 8388672};
     const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16},
                                {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F64, SMX_DTYPE_F64}};
     for (std::int64_t row_len : lengths) {
         for (const DtypePair& pair : pairs) {
+            const std::string expected = expected_long_rows_kind(handle.get(), pair.x, pair.y, 3, row_len);
             for (bool log_mode : {false, true}) {
                 const std::string plan = check_random_rows(handle.get(), pair.x, pair.y, 3, row_len, log_mode);
                 INFO("plan: " << plan);
-                if (row_len > 524288) CHECK(kernel_kind(plan) == "split-row");
-                if (row_len <= 524288 && pair.x != SMX_DTYPE_F64) CHECK(kernel_kind(plan) == "block-regs");
+                if (pair.x != SMX_DTYPE_F64 || expected != "block-regs") CHECK(kernel_kind(plan) == expected);
             }
         }
     }
@@ -83,15 +106,25 @@ TEST_CASE("cuda decode: lengths and row counts around the split-row boundaries, 
     }
 }
 
-TEST_CASE("cuda decode: one row spreading 128 KiB or more over each cluster CTA is split, measured exception",
-          "[cuda]") {
+TEST_CASE("cuda decode: grid-regs at its residency limit, and one row past it", "[cuda][sanitize]") {
     CudaHandle handle;
-    // H200: 1 x 524288 f32 (cluster 16, 128 KiB of x per CTA) 12.3 us split vs 14.0 per-row; bf16 (64 KiB
-    // per CTA) and two rows stay per-row (12.2 vs 14.2 us, 14.4 vs 15.5 us).
-    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 524288, false)) == "split-row");
-    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1, 524288, true)) == "block-regs");
-    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 524288, false)) == "block-regs");
-    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 1, 256000, true)) == "block-regs");
+    // Every CTA of the limit resident at once is what the grid barrier needs: the largest grid must run
+    // (a cooperative launch refuses more), and one more row must go to another plan.
+    struct Case {
+        smxDataType_t x, y;
+        std::int64_t row_len;
+    };
+    const Case cases[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 65536}, {SMX_DTYPE_BF16, SMX_DTYPE_F32, 200003},
+                          {SMX_DTYPE_F16, SMX_DTYPE_F16, 1048576}, {SMX_DTYPE_F64, SMX_DTYPE_F64, 40000}};
+    for (const Case& c : cases) {
+        const std::int64_t limit = grid_regs_max_rows(handle.get(), c.x, c.y, c.row_len);
+        INFO(dtype_name(c.x) << " row_len " << c.row_len << " limit " << limit);
+        REQUIRE(limit >= 1);
+        const std::string at_limit = check_random_rows(handle.get(), c.x, c.y, limit, c.row_len, c.row_len % 2 == 1);
+        CHECK(kernel_kind(at_limit) == "grid-regs");
+        const std::string past_limit = check_random_rows(handle.get(), c.x, c.y, limit + 1, c.row_len, false);
+        CHECK(kernel_kind(past_limit) != "grid-regs");
+    }
 }
 
 TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chunk)", "[cuda]") {
@@ -105,11 +138,16 @@ TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chu
 
 TEST_CASE("cuda decode: a constant row gives exactly uniform output within 1 ulp", "[cuda]") {
     CudaHandle handle;
-    // 128256 on both plans (the rule gives it a cluster per row), the longer rows on split-row.
-    for (const char* split_row : {"never", "always"}) {
-        const ScopedSplitRowOverride override_rule(split_row);
+    // Each plan on every length it can take: a cluster per row holds 128256, grid-regs two rows of up to
+    // 2^20, split-row all of them.
+    for (const char* forced : {"cluster", "grid", "split"}) {
+        const ScopedLongRowsOverride override_rule(forced);
+        const std::string expected_kind = std::string(forced) == "cluster" ? "block-regs"
+                                          : std::string(forced) == "grid"  ? "grid-regs"
+                                                                           : "split-row";
         for (std::int64_t row_len : {std::int64_t{128256}, std::int64_t{1048576}, std::int64_t{1} << 24}) {
-            if (std::string(split_row) == "never" && row_len > 128256) continue;
+            if (expected_kind == "block-regs" && row_len > 128256) continue;
+            if (expected_kind == "grid-regs" && row_len > 1048576) continue;
             for (smxDataType_t x_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
                 HostTensor x = make_tensor(x_dtype, {2, row_len});
                 for (std::int64_t j = 0; j < 2 * row_len; ++j) x.set(j, j < row_len ? 0.75 : -3.5);
@@ -121,7 +159,7 @@ TEST_CASE("cuda decode: a constant row gives exactly uniform output within 1 ulp
                 for (std::int64_t j = 0; j < 2 * row_len; ++j) worst = std::max(worst, std::fabs(y.get(j) - uniform));
                 INFO("n " << row_len << " x " << dtype_name(x_dtype) << " | plan: " << plan << " | worst |y - 1/n| "
                           << worst << " ulp " << ulp);
-                CHECK(kernel_kind(plan) == (std::string(split_row) == "always" ? "split-row" : "block-regs"));
+                CHECK(kernel_kind(plan) == expected_kind);
                 CHECK(worst <= ulp);
             }
         }
@@ -130,8 +168,10 @@ TEST_CASE("cuda decode: a constant row gives exactly uniform output within 1 ulp
 
 TEST_CASE("cuda decode: special values in one chunk decide their whole row", "[cuda]") {
     CudaHandle handle;
-    const ScopedSplitRowOverride split_row("always");  // 300001 fits a cluster: force the split
-    const std::int64_t row_len = 300001;
+    const std::int64_t row_len = 300001;  // fits a cluster: force the two plans that cut rows into chunks
+    for (const char* forced : {"split", "grid"}) {
+    const ScopedLongRowsOverride override_rule(forced);
+    const std::string expected_kind = std::string(forced) == "grid" ? "grid-regs" : "split-row";
     const double inf = std::numeric_limits<double>::infinity();
     for (bool log_mode : {false, true}) {
         HostTensor x = make_tensor(SMX_DTYPE_F32, {5, row_len});
@@ -145,18 +185,21 @@ TEST_CASE("cuda decode: special values in one chunk decide their whole row", "[c
         std::string plan;
         const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
         INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
-        CHECK(kernel_kind(plan) == "split-row");
+        CHECK(kernel_kind(plan) == expected_kind);
         CHECK(mismatch == "");
+    }
     }
 }
 
 TEST_CASE("cuda decode: a row's output does not depend on the row count or the run", "[cuda]") {
     CudaHandle handle;
     const std::int64_t row_len = 256000;
-    // Both plans: each splits a row by its length only.
-    for (const char* split_row : {"never", "always"}) {
-        const ScopedSplitRowOverride override_rule(split_row);
-        const std::string expected_kind = std::string(split_row) == "always" ? "split-row" : "block-regs";
+    // Every plan splits a row by its length only.
+    for (const char* forced : {"cluster", "grid", "split"}) {
+        const ScopedLongRowsOverride override_rule(forced);
+        const std::string expected_kind = std::string(forced) == "cluster" ? "block-regs"
+                                          : std::string(forced) == "grid"  ? "grid-regs"
+                                                                           : "split-row";
         for (smxDataType_t dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
             HostTensor many = make_tensor(dtype, {8, row_len});
             fill_random(many, test_rng());
@@ -178,7 +221,9 @@ TEST_CASE("cuda decode: a row's output does not depend on the row count or the r
 
 TEST_CASE("cuda decode: in place, misaligned base pointer and odd row strides", "[cuda][sanitize]") {
     CudaHandle handle;
-    const ScopedSplitRowOverride split_row("always");  // these rows fit a cluster: force the split
+    for (const char* forced : {"split", "grid"}) {  // these rows fit a cluster: force the chunked plans
+    const ScopedLongRowsOverride override_rule(forced);
+    const std::string expected_kind = std::string(forced) == "grid" ? "grid-regs" : "split-row";
     for (bool log_mode : {false, true}) {
         // In place, rows whose starts have every 16-byte phase (row length not a multiple of the pack).
         HostTensor data = make_tensor(SMX_DTYPE_BF16, {3, 100003});
@@ -186,7 +231,7 @@ TEST_CASE("cuda decode: in place, misaligned base pointer and odd row strides", 
         std::string plan;
         std::string mismatch = check_in_place_on_device(handle.get(), data, 1, log_mode, &plan);
         INFO("in place bf16 [3,100003] | plan: " << plan);
-        CHECK(kernel_kind(plan) == "split-row");
+        CHECK(kernel_kind(plan) == expected_kind);
         CHECK(mismatch == "");
 
         // Base pointers one element past a 16-byte boundary, x and y at different phases.
@@ -195,7 +240,7 @@ TEST_CASE("cuda decode: in place, misaligned base pointer and odd row strides", 
         fill_random(x, test_rng());
         mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
         INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
-        CHECK(kernel_kind(plan) == "split-row");
+        CHECK(kernel_kind(plan) == expected_kind);
         CHECK(mismatch == "");
 
         // A padded row stride, and f64.
@@ -204,14 +249,17 @@ TEST_CASE("cuda decode: in place, misaligned base pointer and odd row strides", 
         fill_random(padded, test_rng());
         mismatch = check_on_device(handle.get(), padded_y, padded, 1, log_mode, &plan);
         INFO(describe_case(padded_y, padded, 1, log_mode) << " | plan: " << plan);
-        CHECK(kernel_kind(plan) == "split-row");
+        CHECK(kernel_kind(plan) == expected_kind);
         CHECK(mismatch == "");
+    }
     }
 }
 
-TEST_CASE("cuda decode: the split-row plan captured in a CUDA graph replays on new data", "[cuda][sanitize]") {
+TEST_CASE("cuda decode: the chunked plans captured in a CUDA graph replay on new data", "[cuda][sanitize]") {
     CudaHandle handle;
-    const ScopedSplitRowOverride split_row("always");  // 2 x 128256 fits clusters: force the split
+    // 2 x 128256 fits clusters: force split-row (two kernels) and grid-regs (a cooperative launch).
+    for (const char* forced : {"split", "grid"}) {
+    const ScopedLongRowsOverride override_rule(forced);
     const std::int64_t rows = 2, row_len = 128256;
     for (bool log_mode : {false, true}) {
         HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, row_len});
@@ -252,35 +300,38 @@ TEST_CASE("cuda decode: the split-row plan captured in a CUDA graph replays on n
         }
         cudaGraphExecDestroy(instance);
     }
+    }
 }
 
 TEST_CASE("cuda decode: workspace is rows x chunks x 2 compute values", "[cuda]") {
     CudaHandle handle;
-    // Chunk = clamp(pow2ceil(n / 256), 2048, 65536): 1 x 128256 -> 63 chunks; 4 x 4194304 -> 16384, 256
-    // chunks per row; 3 x 40000 -> 2048, 20 chunks (f64 partials are doubles). Split forced: the first and
-    // last fit clusters (no workspace), which the last check shows.
-    {
-        TensorDesc x_desc(SMX_DTYPE_F32, {1, 128256}, {128256, 1});
-        SoftmaxDesc desc(handle.get(), SMX_SOFTMAX, 1, x_desc.desc, x_desc.desc);
-        SMX_REQUIRE_OK(desc.status);
-        std::size_t workspace_bytes = 1;
-        SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(desc.desc, &workspace_bytes));
-        CHECK(workspace_bytes == 0);
-    }
-    const ScopedSplitRowOverride split_row("always");
     struct Case {
+        const char* forced;
         smxDataType_t dtype;
         std::int64_t rows, row_len;
         std::size_t bytes;
     };
-    const Case cases[] = {{SMX_DTYPE_F32, 1, 128256, 63 * 2 * 4}, {SMX_DTYPE_BF16, 4, 4194304, 4 * 256 * 2 * 4},
-                          {SMX_DTYPE_F64, 3, 40000, 3 * 20 * 2 * 8}};
+    // split-row chunk = clamp(pow2ceil(n / 256), 8192, 65536): 1 x 128256 -> 16 chunks; 4 x 4194304 ->
+    // 16384, 256 chunks per row; 3 x 40000 -> 8192, 5 chunks (f64 partials are doubles). grid-regs: about
+    // 16 KiB of x per CTA: 1 x 128256 f32 -> 32 CTAs; 2 x 1048576 bf16 -> 128 per row; 3 x 40000 f64 -> 20.
+    // A cluster per row needs none.
+    const Case cases[] = {{"split", SMX_DTYPE_F32, 1, 128256, 16 * 2 * 4},
+                          {"split", SMX_DTYPE_BF16, 4, 4194304, 4 * 256 * 2 * 4},
+                          {"split", SMX_DTYPE_F64, 3, 40000, 3 * 5 * 2 * 8},
+                          {"grid", SMX_DTYPE_F32, 1, 128256, 32 * 2 * 4},
+                          {"grid", SMX_DTYPE_BF16, 2, 1048576, 2 * 128 * 2 * 4},
+                          {"grid", SMX_DTYPE_F64, 3, 40000, 3 * 20 * 2 * 8},
+                          {"cluster", SMX_DTYPE_F32, 1, 128256, 0}};
     for (const Case& c : cases) {
+        const ScopedLongRowsOverride override_rule(c.forced);
         TensorDesc x_desc(c.dtype, {c.rows, c.row_len}, {c.row_len, 1});
         SoftmaxDesc desc(handle.get(), SMX_SOFTMAX, 1, x_desc.desc, x_desc.desc);
         SMX_REQUIRE_OK(desc.status);
         std::size_t workspace_bytes = 0;
         SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(desc.desc, &workspace_bytes));
+        const char* plan = nullptr;
+        SMX_REQUIRE_OK(smxGetSoftmaxPlan(desc.desc, &plan));
+        INFO(c.forced << " " << dtype_name(c.dtype) << " " << c.rows << " x " << c.row_len << " | plan: " << plan);
         CHECK(workspace_bytes == c.bytes);
     }
 }
