@@ -139,9 +139,9 @@ __device__ __forceinline__ void store_unit(P* target, const P& unit) {
 }
 
 // Loads kPack elements of x (aligned to their size, 16 bytes by default) into compute-type registers.
-template <class X, class C, int kPack = kPackOf<X>, Access kAccess = Access::Normal>
+template <class X, class C, int kPack = kPackOf<X>>
 __device__ __forceinline__ void load_pack(const X* source, C* values) {
-    const Packed<X, kPack> pack = load_unit<kAccess>(reinterpret_cast<const Packed<X, kPack>*>(source));
+    const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(source);
 #pragma unroll
     for (int k = 0; k < kPack; ++k) values[k] = to_compute(pack.value[k]);
 }
@@ -389,15 +389,23 @@ __device__ __forceinline__ Stats<C> warp_combine_stats(Stats<C> s, int first_off
     return s;
 }
 
+// The block's statistics in every thread (scratch: 32 entries). Warp 0 folds the warps' partials as a
+// butterfly (5 dependent combines, where a serial fold in every thread took warps - 1 = 15 at 512
+// threads); the same tree in every block, so blocks of one row agree bitwise.
 template <class C>
 __device__ __forceinline__ Stats<C> block_combine_stats(Stats<C> s, Stats<C>* scratch) {
     s = warp_combine_stats(s);
     const int warps = blockDim.x / 32;
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = s;
+    const int lane = threadIdx.x % 32;
+    if (lane == 0) scratch[threadIdx.x / 32] = s;
     __syncthreads();
-    Stats<C> result = scratch[0];
-    for (int w = 1; w < warps; ++w) result = combine(result, scratch[w]);
+    if (threadIdx.x < 32) {
+        s = warp_combine_stats(lane < warps ? scratch[lane] : empty_stats<C>());
+        if (lane == 0) scratch[0] = s;  // only lane 0 read scratch[0]
+    }
     __syncthreads();
+    const Stats<C> result = scratch[0];
+    __syncthreads();  // scratch may be rewritten by the caller's next call
     return result;
 }
 
