@@ -33,10 +33,17 @@ constexpr std::int64_t kSplitRowMinLen = 32768;
 // Grid-regs (a row's CTAs combine through the workspace behind a grid barrier, one cooperative launch):
 // each CTA holds about this many bytes of x in registers, so a row spreads over row_bytes / 16 KiB CTAs
 // (1 x 128256 f32: 32 CTAs; 1 x 1048576 f32: 256), at most 512 threads each; the split depends on the
-// row length only. Taken while every row's CTAs fit on the device at once and rows are this long.
+// row length only. Taken while every row's CTAs fit on the device at once, for rows of kGridRegsMinLen
+// elements or more; below kGridRegsFullLen only while they take at most half of what the device holds.
+// Measured on the H200 (quick smx-bench, f32 / bf16 softmax, us, grid-regs vs a cluster per row):
+// 1 x 8192-16384 lose (7.9-8.4 vs 6.3-7.9: the grid barrier costs more than one short row's CTA),
+// 1 x 24576 8.1/8.4 vs 8.7/8.5, 1 x 32000 8.2/8.3 vs 9.3/9.2, 16 x 32000 9.5/9.1 vs 10.3/9.7; at the
+// residency limit 64 x 32000 loses (13.7/11.3 vs 12.9/10.6) while 16 x 128256 ties (13.9 vs 13.8) and
+// 8 x 256000 wins (14.1/11.3 vs 14.8/12.3).
 constexpr std::int64_t kGridRegsSliceBytes = 16 * 1024;
 constexpr int kGridRegsMaxThreads = 512;
-constexpr std::int64_t kGridRegsMinLen = 32768;
+constexpr std::int64_t kGridRegsMinLen = 24576;
+constexpr std::int64_t kGridRegsFullLen = 65536;
 // Split-row chunks: about row_len / 256 elements (so one row alone spreads over ~256 CTAs, two waves of
 // 132 SMs), at least 8192 (a CTA's fixed cost stays small: the rows that reach split-row are too many or
 // too long for grid-regs, so CTAs are plenty) and at most 65536 elements, and never more than 1024 chunks
@@ -311,6 +318,7 @@ struct GridRegsChoice {
     std::int64_t slice_len = 0;
     std::int64_t chunks = 0;
     int ctas_per_sm = 0;
+    std::int64_t resident = 0;  // CTAs the device holds at once
 };
 
 // Slices of about kGridRegsSliceBytes (whole 16-byte packs, so each keeps the row's phase), the fewest
@@ -336,7 +344,8 @@ smxStatus_t choose_grid_regs(const SoftmaxInfo& info, const DeviceLimits& limits
         int ctas_per_sm = 0;
         SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &ctas_per_sm));
         const std::int64_t resident = static_cast<std::int64_t>(ctas_per_sm) * limits.multiprocessor_count;
-        *choice = {info.rows * chunks <= resident, kernel, static_cast<int>(threads), values, slice_len, chunks, ctas_per_sm};
+        *choice = {info.rows * chunks <= resident, kernel, static_cast<int>(threads), values, slice_len, chunks, ctas_per_sm,
+                   resident};
         return SMX_STATUS_SUCCESS;
     }
     return SMX_STATUS_SUCCESS;
@@ -416,7 +425,9 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
     // the SMs with a CTA each, are split over many CTAs by two kernels instead (split-row).
     GridRegsChoice grid_regs;
     SMX_RETURN_IF_ERROR(choose_grid_regs(info, limits, &grid_regs));
-    bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen;
+    const bool grid_fills_lightly = 2 * info.rows * grid_regs.chunks <= grid_regs.resident;
+    bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen &&
+                    (info.row_len >= kGridRegsFullLen || grid_fills_lightly);
     bool split = !use_grid && info.row_len >= kSplitRowMinLen && !regs.fits && info.rows < limits.multiprocessor_count;
     switch (long_rows_override()) {
         case LongRowsOverride::Rule: break;

@@ -40,21 +40,24 @@ int multiprocessor_count() {
     return count;
 }
 
-// The most rows of `row_len` whose grid-regs CTAs are all resident at once on this device (0: grid-regs
-// cannot take the length), from the plan of one row with grid-regs forced: CTAs per row and per SM.
+// The most rows of `row_len` the rule gives grid-regs on this device (0: grid-regs cannot take the
+// length): every row's CTAs resident at once, and below 65536 elements at most half of what the device
+// holds. From the plan of one row with grid-regs forced (CTAs per row and per SM in its text).
 std::int64_t grid_regs_max_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
+    if (row_len < 24576) return 0;
     const ScopedLongRowsOverride grid("grid");
     const std::string plan = plan_for_rows(handle, x_dtype, y_dtype, 1, row_len);
     if (kernel_kind(plan) != "grid-regs") return 0;
-    return plan_value(plan, "ctas_per_sm") * multiprocessor_count() / plan_value(plan, "chunks");
+    const std::int64_t resident = plan_value(plan, "ctas_per_sm") * multiprocessor_count();
+    const std::int64_t chunks = plan_value(plan, "chunks");
+    return row_len >= 65536 ? resident / chunks : resident / (2 * chunks);
 }
 
-// What the rule must pick for few long rows: grid-regs from 32768 elements while every row's CTAs fit at
-// once; beyond that split-row for rows too long for a cluster (> 524288) and fewer than the SMs, else
-// a cluster per row.
+// What the rule must pick for few long rows: grid-regs up to grid_regs_max_rows; beyond that split-row for
+// rows too long for a cluster (> 524288) and fewer than the SMs, else a cluster per row.
 std::string expected_long_rows_kind(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype,
                                     std::int64_t rows, std::int64_t row_len) {
-    if (row_len >= 32768 && rows <= grid_regs_max_rows(handle, x_dtype, y_dtype, row_len)) return "grid-regs";
+    if (rows <= grid_regs_max_rows(handle, x_dtype, y_dtype, row_len)) return "grid-regs";
     if (row_len > 524288 && rows < multiprocessor_count()) return "split-row";
     return "block-regs";
 }
@@ -84,10 +87,11 @@ TEST_CASE("cuda decode: the issue-6 shapes match the reference on the plan the r
 
 TEST_CASE("cuda decode: lengths and row counts around the long-row boundaries, every dtype family", "[cuda]") {
     CudaHandle handle;
-    // 32767/32768/32769: where grid-regs starts; 131073: a short last CTA; 524288/524289: the longest row
-    // a cluster holds in registers (16 x 1024 x 32 f32, 16 x 512 x 64 16-bit); 2^23 + 64: too many CTAs
-    // for grid-regs, so split-row with its largest chunk (65536) and a short last one.
-    const std::int64_t lengths[] = {32767, 32768, 32769, 131073, 524288, 524289, 8388672};
+    // 24575/24576: where grid-regs starts; 65535/65536: where it may fill the device; 131073: a short last
+    // CTA; 524288/524289: the longest row a cluster holds in registers (16 x 1024 x 32 f32, 16 x 512 x 64
+    // 16-bit); 2^23 + 64: too many CTAs for grid-regs, so split-row with its largest chunk (65536) and a
+    // short last one.
+    const std::int64_t lengths[] = {24575, 24576, 65535, 65536, 131073, 524288, 524289, 8388672};
     const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16},
                                {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F64, SMX_DTYPE_F64}};
     for (std::int64_t row_len : lengths) {
@@ -106,16 +110,17 @@ TEST_CASE("cuda decode: lengths and row counts around the long-row boundaries, e
     }
 }
 
-TEST_CASE("cuda decode: grid-regs at its residency limit, and one row past it", "[cuda][sanitize]") {
+TEST_CASE("cuda decode: grid-regs at its row-count limit, and one row past it", "[cuda][sanitize]") {
     CudaHandle handle;
-    // Every CTA of the limit resident at once is what the grid barrier needs: the largest grid must run
-    // (a cooperative launch refuses more), and one more row must go to another plan.
+    // From 65536 elements the limit is every CTA resident at once, which the grid barrier needs: the
+    // largest grid must run (a cooperative launch refuses more). Shorter rows stop at half of that.
     struct Case {
         smxDataType_t x, y;
         std::int64_t row_len;
     };
     const Case cases[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 65536}, {SMX_DTYPE_BF16, SMX_DTYPE_F32, 200003},
-                          {SMX_DTYPE_F16, SMX_DTYPE_F16, 1048576}, {SMX_DTYPE_F64, SMX_DTYPE_F64, 40000}};
+                          {SMX_DTYPE_F16, SMX_DTYPE_F16, 1048576}, {SMX_DTYPE_F32, SMX_DTYPE_BF16, 32000},
+                          {SMX_DTYPE_F64, SMX_DTYPE_F64, 40000}};
     for (const Case& c : cases) {
         const std::int64_t limit = grid_regs_max_rows(handle.get(), c.x, c.y, c.row_len);
         INFO(dtype_name(c.x) << " row_len " << c.row_len << " limit " << limit);
