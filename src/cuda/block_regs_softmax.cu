@@ -14,12 +14,9 @@
 namespace smx::cuda {
 namespace {
 
-// 64 values per thread (packed 16-bit) at most 512 threads: up to 128 registers, no spills.
-template <int kValues>
-constexpr int kBlockRegsMaxThreadsFor = kValues == 64 ? 512 : 1024;
-
+// The kernel body; the __global__ wrappers below differ only in their launch bounds.
 template <class X, class Y, int kValues>
-__global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_softmax(const SoftmaxKernelArgs args) {
+__device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     using C = ComputeType<X>;
     constexpr int kPack = kPackOfPair<X, Y>;
     constexpr int kPackBytes = kPack * static_cast<int>(sizeof(X));
@@ -213,6 +210,22 @@ __global__ void __launch_bounds__(kBlockRegsMaxThreadsFor<kValues>) block_regs_s
     if (!grid_split && ranks > 1) cluster_sync();
 }
 
+// 8, 16 and 32 values per thread: up to 1024 threads (at most 64 registers), the register count otherwise
+// left to the compiler. Stating a minimum of one CTA per SM is not the same: it let the compiler take all
+// 64 registers (16 values: 38-40 -> 48-56), so none is stated.
+template <class X, class Y, int kValues>
+__global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelArgs args) {
+    block_regs_rows<X, Y, kValues>(args);
+}
+
+// 64 values per thread (16-bit x held packed): at most 512 threads and two such CTAs per SM (at most 64
+// registers): left to itself the compiler gave the bf16 -> f32 instance 74 registers, one CTA per SM, and
+// the plan then chose worse configurations (8192 x 32000 bf16 -> f32: 87 -> 70% of copy).
+template <class X, class Y>
+__global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const SoftmaxKernelArgs args) {
+    block_regs_rows<X, Y, 64>(args);
+}
+
 template <class X, class Y>
 const void* block_regs_instance(int values_per_thread) {
     switch (values_per_thread) {
@@ -224,7 +237,7 @@ const void* block_regs_instance(int values_per_thread) {
             return nullptr;
         case 64:
             // Only packed 16-bit inputs fit 64 values per thread in registers.
-            if constexpr (sizeof(X) == 2) return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 64>);
+            if constexpr (sizeof(X) == 2) return reinterpret_cast<const void*>(&block_regs_softmax_packed<X, Y>);
             return nullptr;
         default: return nullptr;
     }

@@ -379,14 +379,19 @@ __device__ __forceinline__ C group_sum(C v) {
     return v;
 }
 
-// Combines statistics across lanes that differ in the bits of [first_offset, 32) (xor butterfly).
+// Combines statistics across lanes that differ in the bits of [first_offset, 32) (xor butterflies; every
+// lane ends with bitwise the same result). The max first (one FMNMX per step), then each lane's sum
+// rescaled once to it and summed (one FADD per step): one exp per lane, where folding (max, sum) pairs
+// took two exps and a branch per step. fmaxf may drop a NaN max, but by the Stats invariant that lane's
+// sum is NaN and reaches the total, which then makes the max NaN; +inf likewise (its sum is NaN).
 template <class C>
 __device__ __forceinline__ Stats<C> warp_combine_stats(Stats<C> s, int first_offset = 1) {
-    for (int offset = 16; offset >= first_offset; offset /= 2) {
-        const Stats<C> other{__shfl_xor_sync(0xffffffffu, s.max, offset), __shfl_xor_sync(0xffffffffu, s.sum, offset)};
-        s = combine(s, other);
-    }
-    return s;
+    C max = s.max;
+    for (int offset = 16; offset >= first_offset; offset /= 2) max = max_skip_nan(max, __shfl_xor_sync(0xffffffffu, max, offset));
+    C sum = s.sum * rescale(s.max, max);  // rescale is exactly 1 for equal maxima: -inf lanes add 0, not NaN
+    for (int offset = 16; offset >= first_offset; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (sum != sum) max = sum;
+    return {max, sum};
 }
 
 // The block's statistics in every thread (scratch: 32 entries). Warp 0 folds the warps' partials as a
