@@ -12,8 +12,9 @@
 
 namespace smx::cuda {
 
+// The kernel body; the __global__ wrappers below differ only in their launch bounds.
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
-__global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const SoftmaxKernelArgs args) {
+__device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args) {
     using C = ComputeType<X>;
     // 16-byte packs of x even when y is wider: unlike block-regs, 8-byte packs lost here on the H200
     // (f16 -> f32 rows of 128..1024: 88-95% of copy with 16-byte packs, 77-88% with 8-byte ones).
@@ -119,14 +120,41 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
     }
 }
 
+// Most shapes: 128 threads, the register count left to the compiler (stating a minimum of CTAs per SM
+// changes its choice: 16-bit shapes went from 48 to 72 registers with a minimum of one).
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+__global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const SoftmaxKernelArgs args) {
+    warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread>(args);
+}
+
+// f32 shapes holding at most 8 values per thread: a full SM of 128-thread CTAs (16, so at most 32
+// registers, no spills). At 40 registers only 12 fit, and ncu showed f32 1048576 x 128 latency-bound at
+// 65% achieved occupancy (no eligible warp 52% of cycles, DRAM 81%) where PyTorch's 31-register kernel ran
+// at 84% and 86%. f64 would spill at 32 registers; 16-bit shapes hold 16 values.
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+__global__ void __launch_bounds__(kWarpKernelThreads, 16) warp_softmax_full_sm(const SoftmaxKernelArgs args) {
+    warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread>(args);
+}
+
+template <class X, int kCols, int kRowsPerThread>
+constexpr bool kWarpFullSm = sizeof(X) == 4 && kCols * kRowsPerThread <= 8;
+
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+const void* warp_kernel_pointer() {
+    if constexpr (kWarpFullSm<X, kCols, kRowsPerThread>) {
+        return reinterpret_cast<const void*>(&warp_softmax_full_sm<X, Y, kLanes, kCols, kRowsPerThread>);
+    } else {
+        return reinterpret_cast<const void*>(&warp_softmax<X, Y, kLanes, kCols, kRowsPerThread>);
+    }
+}
+
 // The instance for shape `shape_index` of x's table, as a pointer for cudaLaunchKernel.
 template <class X, class Y, std::size_t... I>
 const void* warp_softmax_instance(int shape_index, std::index_sequence<I...>) {
     constexpr auto& shapes = WarpShapeTable<kPackOf<X>>::shapes;
     const void* kernel = nullptr;
     ((shape_index == static_cast<int>(I)
-          ? (kernel = reinterpret_cast<const void*>(
-                 &warp_softmax<X, Y, shapes[I].lanes, shapes[I].cols_per_lane, shapes[I].rows_per_thread>))
+          ? (kernel = warp_kernel_pointer<X, Y, shapes[I].lanes, shapes[I].cols_per_lane, shapes[I].rows_per_thread>())
           : nullptr),
      ...);
     return kernel;
