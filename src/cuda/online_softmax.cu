@@ -104,7 +104,7 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
             for (int u = 0; u < kUnroll; ++u) {
                 const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
                 if (pack >= split.packs) continue;
-                const Packed<X, kPack> raw = load_unit<Access::Streaming>(reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack));
+                const Packed<X, kPack> raw = load_streaming(reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack));
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) values[u][k] = to_compute(raw.value[k]);
             }

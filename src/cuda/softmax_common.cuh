@@ -101,40 +101,25 @@ struct StoreAs<double> {
 // second pass re-reads x that the first pass left in L2, and its own x and y would otherwise push it out.
 enum class Access { Normal, Streaming };
 
-// One aligned unit of 2..16 bytes (a Packed), loaded or stored as one access with the given cache treatment.
-template <Access kAccess, class P>
-__device__ __forceinline__ P load_unit(const P* source) {
-    if constexpr (kAccess == Access::Normal) {
-        return *source;
-    } else {
-        P unit;
-        if constexpr (sizeof(P) == 16) {
-            *reinterpret_cast<uint4*>(&unit) = __ldcs(reinterpret_cast<const uint4*>(source));
-        } else if constexpr (sizeof(P) == 8) {
-            *reinterpret_cast<uint2*>(&unit) = __ldcs(reinterpret_cast<const uint2*>(source));
-        } else if constexpr (sizeof(P) == 4) {
-            *reinterpret_cast<unsigned*>(&unit) = __ldcs(reinterpret_cast<const unsigned*>(source));
-        } else {
-            static_assert(sizeof(P) == 2, "a unit is 2, 4, 8 or 16 bytes");
-            *reinterpret_cast<unsigned short*>(&unit) = __ldcs(reinterpret_cast<const unsigned short*>(source));
-        }
-        return unit;
-    }
+// One aligned 8- or 16-byte unit (a Packed; every pack of a supported dtype pair is one of these), read
+// streaming or written with the given cache treatment, as one access.
+template <class P>
+__device__ __forceinline__ P load_streaming(const P* source) {
+    static_assert(sizeof(P) == 16 || sizeof(P) == 8, "a unit is 8 or 16 bytes");
+    using Raw = std::conditional_t<sizeof(P) == 16, uint4, uint2>;
+    P unit;
+    *reinterpret_cast<Raw*>(&unit) = __ldcs(reinterpret_cast<const Raw*>(source));
+    return unit;
 }
 
 template <Access kAccess, class P>
 __device__ __forceinline__ void store_unit(P* target, const P& unit) {
     if constexpr (kAccess == Access::Normal) {
         *target = unit;
-    } else if constexpr (sizeof(P) == 16) {
-        __stcs(reinterpret_cast<uint4*>(target), *reinterpret_cast<const uint4*>(&unit));
-    } else if constexpr (sizeof(P) == 8) {
-        __stcs(reinterpret_cast<uint2*>(target), *reinterpret_cast<const uint2*>(&unit));
-    } else if constexpr (sizeof(P) == 4) {
-        __stcs(reinterpret_cast<unsigned*>(target), *reinterpret_cast<const unsigned*>(&unit));
     } else {
-        static_assert(sizeof(P) == 2, "a unit is 2, 4, 8 or 16 bytes");
-        __stcs(reinterpret_cast<unsigned short*>(target), *reinterpret_cast<const unsigned short*>(&unit));
+        static_assert(sizeof(P) == 16 || sizeof(P) == 8, "a unit is 8 or 16 bytes");
+        using Raw = std::conditional_t<sizeof(P) == 16, uint4, uint2>;
+        __stcs(reinterpret_cast<Raw*>(target), *reinterpret_cast<const Raw*>(&unit));
     }
 }
 
