@@ -51,7 +51,6 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     const int threads = blockDim.x;
     const int lane = tid % 32;
     const int warp = tid / 32;
-    const int warps = threads / 32;
 
     {
         const X* x_slice = x + row * args.x_row_stride + slice_begin;
@@ -127,14 +126,8 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
         if (!log_mode) edge = edge_exp;
         if (thread_sum != thread_sum) thread_max = thread_sum;
 
-        // CTA statistics: warps, then warp 0 folds the warp partials (same tree in every CTA).
-        Stats<C> stats = warp_combine_stats(Stats<C>{thread_max, thread_sum});
-        if (lane == 0) warp_partials[warp] = stats;
-        __syncthreads();
-        if (warp == 0) {
-            stats = warp_combine_stats(lane < warps ? warp_partials[lane] : empty_stats<C>());
-            if (lane == 0) exchange = stats;
-        }
+        // CTA statistics: in `exchange`, and complete in warp 0 (same tree in every CTA).
+        Stats<C> stats = block_stats_to(Stats<C>{thread_max, thread_sum}, warp_partials, &exchange);
         Stats<C> row_stats;
         if (grid_split) {
             // Each CTA publishes its statistics, the grid barrier (a fence included) makes them visible,

@@ -379,11 +379,12 @@ __device__ __forceinline__ Stats<C> warp_combine_stats(Stats<C> s, int first_off
     return {max, sum};
 }
 
-// The block's statistics in every thread (scratch: 32 entries). Warp 0 folds the warps' partials as a
-// butterfly (5 dependent combines, where a serial fold in every thread took warps - 1 = 15 at 512
-// threads); the same tree in every block, so blocks of one row agree bitwise.
+// The block's statistics, written to *result by thread 0 and returned complete in warp 0 (scratch: 32
+// entries, which *result may be one of): each warp folds its lanes, then warp 0 folds the warps'
+// partials. The same tree in every block, so blocks of one row agree bitwise. Callers __syncthreads
+// before reading *result from other warps.
 template <class C>
-__device__ __forceinline__ Stats<C> block_combine_stats(Stats<C> s, Stats<C>* scratch) {
+__device__ __forceinline__ Stats<C> block_stats_to(Stats<C> s, Stats<C>* scratch, Stats<C>* result) {
     s = warp_combine_stats(s);
     const int warps = blockDim.x / 32;
     const int lane = threadIdx.x % 32;
@@ -391,8 +392,15 @@ __device__ __forceinline__ Stats<C> block_combine_stats(Stats<C> s, Stats<C>* sc
     __syncthreads();
     if (threadIdx.x < 32) {
         s = warp_combine_stats(lane < warps ? scratch[lane] : empty_stats<C>());
-        if (lane == 0) scratch[0] = s;  // only lane 0 read scratch[0]
+        if (lane == 0) *result = s;  // scratch[0] included: only lane 0 read it
     }
+    return s;
+}
+
+// The block's statistics in every thread (scratch: 32 entries).
+template <class C>
+__device__ __forceinline__ Stats<C> block_combine_stats(Stats<C> s, Stats<C>* scratch) {
+    block_stats_to(s, scratch, &scratch[0]);
     __syncthreads();
     const Stats<C> result = scratch[0];
     __syncthreads();  // scratch may be rewritten by the caller's next call
