@@ -28,6 +28,7 @@ struct SoftmaxKernelArgs {
     std::int64_t y_axis_stride = 1;
     std::int64_t inner = 1;           // spatial: contiguous columns per outer index
     std::int64_t tiles_per_outer = 1; // spatial: ceil(inner / tile_width)
+    std::int64_t tiles = 0;           // spatial: outer x tiles_per_outer (no 64-bit division in the kernel)
     std::int64_t x_outer_stride = 0;
     std::int64_t y_outer_stride = 0;
     std::int64_t index_shape[SMX_MAX_DIMS] = {};    // general: collapsed row index space, outermost first

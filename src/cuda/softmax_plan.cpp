@@ -580,6 +580,7 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
         const std::int64_t clusters = std::min<std::int64_t>(info.outer * tiles_per_outer, INT_MAX / tile.cluster);
         const unsigned grid = static_cast<unsigned>(clusters * tile.cluster);
         plan->args.tiles_per_outer = tiles_per_outer;
+        plan->args.tiles = info.outer * tiles_per_outer;
         plan->args.tile_width = width;
         plan->args.slice_len = tile.slice_len;
         plan->launches[0] = {tile_kernel, dim3(grid), dim3(cuda::kSpatialTileThreads), tile.shared_bytes,
@@ -605,6 +606,7 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &blocks));
     const unsigned grid = persistent_grid(tiles, blocks, limits.multiprocessor_count);
     plan->args.tiles_per_outer = tiles_per_outer;
+    plan->args.tiles = tiles;
     plan->args.tile_width = width;
     plan->launches[0] = {kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), 0, 0};
     plan->text = fmt::format("cuda spatial-online tile={} axis_threads={} threads={} grid={}", width, threads / width,

@@ -30,6 +30,22 @@ __device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const v
 
 __device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// tile = outer * tiles_per_outer + tile_in_outer. In 32 bits whenever the tile count allows (always, in
+// practice): a 64-bit division is a long software routine, a 32-bit one a few instructions.
+__device__ __forceinline__ void split_tile(std::int64_t tile, std::int64_t tiles_per_outer, std::int64_t tiles,
+                                           std::int64_t* outer, std::int64_t* tile_in_outer) {
+    if (tiles <= 0xffffffffll) {
+        const unsigned narrow_tile = static_cast<unsigned>(tile);
+        const unsigned per_outer = static_cast<unsigned>(tiles_per_outer);
+        const unsigned narrow_outer = narrow_tile / per_outer;
+        *outer = narrow_outer;
+        *tile_in_outer = narrow_tile - narrow_outer * per_outer;
+    } else {
+        *outer = tile / tiles_per_outer;
+        *tile_in_outer = tile - *outer * tiles_per_outer;
+    }
+}
+
 // ---- column statistics ---------------------------------------------------------------------------
 // The tile kernel keeps (max, sum) per column with NaN carried by the sum alone: the max skips NaN (one
 // instruction instead of three), every value is exponentiated relative to a finite shift, so a NaN, or
@@ -61,7 +77,10 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ Stats<C> warp_partials[kWarps][kMaxWidth];
     __shared__ Stats<C> cta_partials[kMaxWidth];  // this CTA's per-column stats, read by its cluster peers
-    __shared__ Stats<C> column_stats[kMaxWidth];  // the whole column's stats
+    // The whole column's shift (its max, or 0) and factor (1 / sum, or log(sum) for log-softmax), computed
+    // once per column rather than by each of the column's axis_groups threads.
+    __shared__ C column_shift[kMaxWidth];
+    __shared__ C column_factor[kMaxWidth];
 
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
@@ -80,7 +99,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
     const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
     const std::int64_t remaining = args.row_len - slice_begin;
     const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
-    const std::int64_t tiles = (args.rows / args.inner) * args.tiles_per_outer;
+    const std::int64_t tiles = args.tiles;
     // Every vector of x starts 16-byte aligned (and every y vector store-aligned) iff base and strides are.
     const bool x_vector_loads = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
                            (args.x_axis_stride * static_cast<std::int64_t>(sizeof(X))) % 16 == 0 &&
@@ -90,8 +109,9 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
                            (args.y_outer_stride * static_cast<std::int64_t>(sizeof(Y))) % kStoreAlign == 0;
 
     for (std::int64_t tile = blockIdx.x / ranks; tile < tiles; tile += gridDim.x / ranks) {
-        const std::int64_t outer = tile / args.tiles_per_outer;
-        const std::int64_t column = (tile % args.tiles_per_outer) * width + vector * kPack;  // this thread's first
+        std::int64_t outer, tile_in_outer;
+        split_tile(tile, args.tiles_per_outer, tiles, &outer, &tile_in_outer);
+        const std::int64_t column = tile_in_outer * width + vector * kPack;  // this thread's first
         const std::int64_t columns_left = args.inner - column;
         const int valid = static_cast<int>(columns_left < 0 ? 0 : (columns_left < kPack ? columns_left : kPack));
         const X* x_vector = x + outer * args.x_outer_stride + slice_begin * args.x_axis_stride + column;
@@ -100,8 +120,14 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
 
         __syncthreads();  // the previous tile's store pass is done reading the cache
         if (x_vector_loads && valid == kPack) {
+            X* target = cache_vector + axis_group * width;
+            const X* source = x_vector + axis_group * args.x_axis_stride;
+            const std::int64_t source_step = axis_groups * args.x_axis_stride;
+#pragma unroll 4
             for (int r = axis_group; r < count; r += axis_groups) {
-                copy_16_bytes_async(cache_vector + r * width, x_vector + r * args.x_axis_stride);
+                copy_16_bytes_async(target, source);
+                target += axis_groups * width;
+                source += source_step;
             }
         } else {
             for (int r = axis_group; r < count; r += axis_groups) {
@@ -171,13 +197,21 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             if (lane < vectors) warp_partials[tid / 32][vector * kPack + k] = stats;
         }
         __syncthreads();
+        const auto publish_column = [&](Stats<C> stats) {
+            column_shift[tid] = shift_of(stats.max);
+            if (log_mode) {
+                column_factor[tid] = log_of(stats.sum);
+            } else {
+                column_factor[tid] = reciprocal(stats.sum);
+            }
+        };
         if (tid < width) {
             Stats<C> stats = warp_partials[0][tid];
             for (int w = 1; w < kWarps; ++w) stats = merge_column_stats(stats, warp_partials[w][tid]);
             if (ranks > 1) {
                 cta_partials[tid] = stats;
             } else {
-                column_stats[tid] = stats;
+                publish_column(stats);
             }
         }
         if (ranks > 1) {
@@ -186,7 +220,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             if (tid < width) {
                 Stats<C> stats = read_peer(cta_partials + tid, 0);
                 for (unsigned r = 1; r < ranks; ++r) stats = merge_column_stats(stats, read_peer(cta_partials + tid, r));
-                column_stats[tid] = stats;
+                publish_column(stats);
             }
             cluster_arrive();
         }
@@ -197,47 +231,101 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         bool fast = true;
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
-            const Stats<C> stats = column_stats[vector * kPack + k];
-            shift[k] = shift_of(stats.max);
-            const C inverse_sum = reciprocal(stats.sum);
-            factor[k] = log_mode ? log_of(stats.sum) : inverse_sum;
+            shift[k] = column_shift[vector * kPack + k];
+            factor[k] = column_factor[vector * kPack + k];
             fast = fast && fast_exp_applies(shift[k]);
-            // Cached exp(x - local shift) (with its fast-exp factor) times this is exp(x - shift) / sum. A
-            // share of only -inf (or NaN) cached 0 (or NaN): scale 0 keeps it so instead of risking exp
-            // overflow times 0.
-            exp_scale[k] = local_max[k] == neg_inf<C>() ? C(0) * inverse_sum
-                                                        : local_unbias[k] * exp_of(local_max[k] - shift[k]) * inverse_sum;
+            // Cached exp(x - local shift) (with its fast-exp factor) times this is exp(x - shift) / sum
+            // (factor is 1 / sum when the cache holds exps). A share of only -inf (or NaN) cached 0 (or NaN):
+            // scale 0 keeps it so instead of risking exp overflow times 0.
+            exp_scale[k] = !cache_exp                    ? C(0)
+                           : local_max[k] == neg_inf<C>() ? C(0) * factor[k]
+                                                          : local_unbias[k] * exp_of(local_max[k] - shift[k]) * factor[k];
         }
-        with_exp_form<C>(fast, [&](auto form) {
-            if (!log_mode) {
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) factor[k] *= form.make(shift[k]).unbias();
-            }
+        // The store pass, one loop per output formula (a branch inside the loop would issue every formula's
+        // instructions predicated) and per store width, walking x's cache and y by pointer increments.
+        const auto store_pass = [&](auto output) {
+            const X* source = cache_vector + axis_group * width;
+            const int source_step = axis_groups * width;
+            Y* target = y_vector + axis_group * args.y_axis_stride;
+            const std::int64_t target_step = axis_groups * args.y_axis_stride;
+            if (y_vector_stores && valid == kPack) {
 #pragma unroll 4
-            for (int r = axis_group; r < count; r += axis_groups) {
-                C values[kPack];
-                load_pack(cache_vector + r * width, values);
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    if (cache_exp) {
-                        values[k] *= exp_scale[k];
-                    } else if (log_mode) {
-                        values[k] = (values[k] - shift[k]) - factor[k];
-                    } else {
-                        values[k] = form.make(shift[k])(values[k]) * factor[k];
-                    }
-                }
-                Y* target = y_vector + r * args.y_axis_stride;
-                if (y_vector_stores && valid == kPack) {
+                for (int r = axis_group; r < count; r += axis_groups) {
+                    C values[kPack];
+                    load_pack(source, values);
+                    output(values);
                     store_pack<Y, kPack>(target, values);
-                } else {
+                    source += source_step;
+                    target += target_step;
+                }
+            } else {
+                for (int r = axis_group; r < count; r += axis_groups) {
+                    C values[kPack];
+                    load_pack(source, values);
+                    output(values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (k < valid) target[k] = StoreAs<Y>::from(values[k]);
                     }
+                    source += source_step;
+                    target += target_step;
                 }
             }
-        });
+        };
+        if constexpr (sizeof(Y) > sizeof(X)) {
+            // Output wider than input (16-bit -> f32): store_pass's per-formula loops measured ~10 % slower
+            // than this single loop choosing the formula per element (perf-notes run 28; cause not found),
+            // so these pairs keep it.
+            with_exp_form<C>(fast, [&](auto form) {
+                if (!log_mode) {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) factor[k] *= form.make(shift[k]).unbias();
+                }
+#pragma unroll 4
+                for (int r = axis_group; r < count; r += axis_groups) {
+                    C values[kPack];
+                    load_pack(cache_vector + r * width, values);
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        if (cache_exp) {
+                            values[k] *= exp_scale[k];
+                        } else if (log_mode) {
+                            values[k] = (values[k] - shift[k]) - factor[k];
+                        } else {
+                            values[k] = form.make(shift[k])(values[k]) * factor[k];
+                        }
+                    }
+                    Y* target = y_vector + r * args.y_axis_stride;
+                    if (y_vector_stores && valid == kPack) {
+                        store_pack<Y, kPack>(target, values);
+                    } else {
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) {
+                            if (k < valid) target[k] = StoreAs<Y>::from(values[k]);
+                        }
+                    }
+                }
+            });
+        } else if (cache_exp) {
+            store_pass([&](C (&values)[kPack]) {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) values[k] *= exp_scale[k];
+            });
+        } else if (log_mode) {
+            store_pass([&](C (&values)[kPack]) {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) values[k] = (values[k] - shift[k]) - factor[k];
+            });
+        } else {
+            with_exp_form<C>(fast, [&](auto form) {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) factor[k] *= form.make(shift[k]).unbias();
+                store_pass([&](C (&values)[kPack]) {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) values[k] = form.make(shift[k])(values[k]) * factor[k];
+                });
+            });
+        }
         if (ranks > 1) cluster_wait();  // peers are done reading cta_partials: it may be rewritten or freed
     }
 }
@@ -257,12 +345,13 @@ __global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKern
     const int column_in_tile = tid % width;
     const std::int64_t axis_first = tid / width;
     const std::int64_t axis_step = blockDim.x / width;
-    const std::int64_t tiles = (args.rows / args.inner) * args.tiles_per_outer;
+    const std::int64_t tiles = args.tiles;
     const bool log_mode = args.log_mode != 0;
 
     for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const std::int64_t outer = tile / args.tiles_per_outer;
-        const std::int64_t column = (tile % args.tiles_per_outer) * width + column_in_tile;
+        std::int64_t outer, tile_in_outer;
+        split_tile(tile, args.tiles_per_outer, tiles, &outer, &tile_in_outer);
+        const std::int64_t column = tile_in_outer * width + column_in_tile;
         const bool column_valid = column < args.inner;
         const X* x_column = x + outer * args.x_outer_stride + (column_valid ? column : 0);
         Y* y_column = y + outer * args.y_outer_stride + (column_valid ? column : 0);
