@@ -84,38 +84,45 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
                 unbias[r] = log_mode ? exp.unbias() : C(1);
             }
         });
+        // Softmax: e / sum, where the fast exp's common factor cancels. Log-softmax: the sum without it.
+        C row_factor[kRowsPerThread];  // 1 / sum, or log(sum)
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
             const C row_sum = group_sum<kLanes>(thread_sum[r]);
-            // Softmax: e / sum, where the fast exp's common factor cancels. Log-softmax: the sum without it.
-            C inverse_sum = 0;
-            C log_sum = 0;
             if (log_mode) {
-                log_sum = log_of(row_sum * unbias[r]);
+                row_factor[r] = log_of(row_sum * unbias[r]);
             } else {
-                inverse_sum = reciprocal(row_sum);
+                row_factor[r] = reciprocal(row_sum);
             }
-            const bool row_valid = first_row + r < args.rows;
-            if (!row_valid) continue;
-            Y* y_row = y + (first_row + r) * args.y_row_stride;
+        }
+        // One write loop per output formula: a log_mode test inside it would issue both formulas predicated.
+        const auto write = [&](const auto& output) {
 #pragma unroll
-            for (int p = 0; p < kPacksPerLane; ++p) {
-                const int col = (p * kLanes + lane_in_group) * kPack;
-                C out[kPack];
+            for (int r = 0; r < kRowsPerThread; ++r) {
+                const bool row_valid = first_row + r < args.rows;
+                if (!row_valid) continue;
+                Y* y_row = y + (first_row + r) * args.y_row_stride;
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    const C v = values[r][p * kPack + k];
-                    out[k] = log_mode ? (v - row_max[r]) - log_sum : v * inverse_sum;
-                }
-                if (args.y_vector && col + kPack <= row_len) {
-                    store_pack<Y, kPack>(y_row + col, out);
-                } else {
+                for (int p = 0; p < kPacksPerLane; ++p) {
+                    const int col = (p * kLanes + lane_in_group) * kPack;
+                    C out[kPack];
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) {
-                        if (col + k < row_len) y_row[col + k] = StoreAs<Y>::from(out[k]);
+                    for (int k = 0; k < kPack; ++k) out[k] = output(r, values[r][p * kPack + k]);
+                    if (args.y_vector && col + kPack <= row_len) {
+                        store_pack<Y, kPack>(y_row + col, out);
+                    } else {
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) {
+                            if (col + k < row_len) y_row[col + k] = StoreAs<Y>::from(out[k]);
+                        }
                     }
                 }
             }
+        };
+        if (log_mode) {
+            write([&](int r, C v) -> C { return (v - row_max[r]) - row_factor[r]; });
+        } else {
+            write([&](int r, C v) -> C { return v * row_factor[r]; });
         }
     }
 }
