@@ -168,15 +168,7 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
 
         Y* y_body = y_slice + head;
         const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
-        const auto write = [&](const auto& exp) {
-            const auto output = [&](int i) -> C {
-                if (log_mode) return (value(i) - row_stats.max) - log_sum;
-                if constexpr (kPackedHold) {
-                    return exp(value(i)) * factor;  // packed: the second exp of this element
-                } else {
-                    return held[i] * factor;  // held is the exp already
-                }
-            };
+        const auto write = [&](const auto& output) {
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 if (!loaded[p]) continue;
@@ -192,10 +184,28 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
                 }
             }
         };
+        // One write loop per mode saves the other mode's formula, issued predicated when the mode is tested
+        // per element; but it costs registers in some instances. Measured A/B (perf-notes run 29): 16-bit ->
+        // 16-bit at 16 values went from 40 to 46-48 registers (12 -> 10 CTAs per SM) and lost 6%, 16-bit ->
+        // f32 at 32 values gained nothing (0-2% slower), the packed 64-value instances spilled; the rest
+        // gained 2-9%. Those three keep the single loop.
+        constexpr bool kSixteenBitX = sizeof(X) == 2;
+        constexpr bool kLoopPerMode = !kPackedHold && !(kSixteenBitX && sizeof(Y) == 2 && kValues == 16) &&
+                                      !(kSixteenBitX && sizeof(Y) == 4 && kValues == 32);
         if constexpr (kPackedHold) {
-            with_shifted_exp(shift, write);  // the same form (and shift) as the sum used
+            // Packed: the second exp of each element, in the same form (and shift) as the sum used.
+            with_shifted_exp(shift, [&](const auto& exp) {
+                write([&](int i) -> C {
+                    if (log_mode) return (value(i) - row_stats.max) - log_sum;
+                    return exp(value(i)) * factor;
+                });
+            });
+        } else if constexpr (!kLoopPerMode) {
+            write([&](int i) -> C { return log_mode ? (value(i) - row_stats.max) - log_sum : held[i] * factor; });
+        } else if (log_mode) {
+            write([&](int i) -> C { return (value(i) - row_stats.max) - log_sum; });
         } else {
-            write(ShiftedExpExact<C>(shift));  // held values are final: the functor goes unused
+            write([&](int i) -> C { return held[i] * factor; });  // held is the exp already
         }
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
     }
