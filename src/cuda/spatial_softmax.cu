@@ -273,9 +273,10 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             }
         };
         if constexpr (sizeof(Y) > sizeof(X)) {
-            // Output wider than input (16-bit -> f32): store_pass's per-formula loops measured ~10 % slower
-            // than this single loop choosing the formula per element (perf-notes run 28; cause not found),
-            // so these pairs keep it.
+            // Output wider than input (16-bit -> f32): store_pass's loop shape (pointer walks, whole and
+            // partial vectors in separate loops) measured 10-20 % slower for these pairs than this loop, with
+            // one formula per loop (run 27) or all of them in one lambda (run 30); cause not found. So these
+            // pairs keep their own loop, choosing the formula per element.
             with_exp_form<C>(fast, [&](auto form) {
                 if (!log_mode) {
 #pragma unroll
