@@ -31,17 +31,30 @@ using cuda::SoftmaxKernelArgs;
 // each and too many (or too long) for grid-regs to hold every row's CTAs at once.
 constexpr std::int64_t kSplitRowMinLen = 32768;
 // Grid-regs (a row's CTAs combine through the workspace behind a grid barrier, one cooperative launch):
-// each CTA holds about this many bytes of x in registers, so a row spreads over row_bytes / 16 KiB CTAs
-// (1 x 128256 f32: 32 CTAs; 1 x 1048576 f32: 256), at most 512 threads each; the split depends on the
-// row length only. Taken while every row's CTAs fit on the device at once, for rows of kGridRegsMinLen
+// each CTA holds a slice of about 16 KiB of x in registers, doubled (to at most 16384 elements and 64 KiB)
+// while a row would need more than 64 CTAs, at most 512 threads each; the split depends on the row
+// length only. Taken while every row's CTAs fit on the device at once, for rows of kGridRegsMinLen
 // elements or more; below kGridRegsFullLen only while they take at most half of what the device holds.
 // Measured on the H200 (quick smx-bench, f32 / bf16 softmax, us, grid-regs vs a cluster per row):
 // 1 x 8192-16384 lose (7.9-8.4 vs 6.3-7.9: the grid barrier costs more than one short row's CTA),
 // 1 x 24576 8.1/8.4 vs 8.7/8.5, 1 x 32000 8.2/8.3 vs 9.3/9.2, 16 x 32000 9.5/9.1 vs 10.3/9.7; at the
 // residency limit 64 x 32000 loses (13.7/11.3 vs 12.9/10.6) while 16 x 128256 ties (13.9 vs 13.8) and
-// 8 x 256000 wins (14.1/11.3 vs 14.8/12.3).
+// 8 x 256000 wins (14.1/11.3 vs 14.8/12.3). Slices (perf-notes run 35, f32 / bf16): 1 x 524288 16 ->
+// 32 KiB 9.5 -> 8.7 us (f32); 1 x 1048576 16 -> 64 KiB (f32) / 32 KiB (bf16) 12.5 -> 10.4 / 9.5 -> 9.2;
+// 1 x 2097152 18.3 -> 14.0 / 12.4 -> 11.0; 4 x 1048576 (16 KiB too many CTAs: split-row) 20.4 -> 17.7 /
+// 17.0 -> 12.8; rows of <= 256000 keep 16 KiB (larger slices lost 0.2-2.5 us there).
 constexpr std::int64_t kGridRegsSliceBytes = 16 * 1024;
+constexpr std::int64_t kGridRegsMaxChunksPerRow = 64;
+constexpr std::int64_t kGridRegsMaxSliceLen = 16384;
 constexpr int kGridRegsMaxThreads = 512;
+// Grid-regs "wide": where the rows' CTAs at the length's slice do not all fit at once (rows >= 2 of at
+// least kGridRegsFullLen), slices of 64 KiB of x (16384 f32, 32768 16-bit elements: 32 / 64 values per
+// thread) if those fit; another plan, chosen by the row count like the plans around it, whose split
+// again depends on the row length only. H200 (run 35, us, vs the cluster per row the rule took before):
+// 32 x 128256 f32 18.5 -> 16.9, bf16 14.7 -> 12.9; 64 x 128256 bf16 19.7 -> 18.2, bf16 -> f32 25.5 ->
+// 22.6; 16 x 256000 f32 19.6 -> 16.4, bf16 14.4 -> 12.9; 32 x 256000 bf16 20.3 -> 18.0, bf16 -> f32 26.0
+// -> 22.7. (64 x 128256 and 32 x 256000 f32 need 512 such CTAs: they do not fit.)
+constexpr std::int64_t kGridRegsWideSliceBytes = 64 * 1024;
 constexpr std::int64_t kGridRegsMinLen = 24576;
 constexpr std::int64_t kGridRegsFullLen = 65536;
 // Split-row chunks: about row_len / 256 elements (so one row alone spreads over ~256 CTAs, two waves of
@@ -321,14 +334,25 @@ struct GridRegsChoice {
     std::int64_t resident = 0;  // CTAs the device holds at once
 };
 
-// Slices of about kGridRegsSliceBytes (whole 16-byte packs, so each keeps the row's phase), the fewest
+// Slices of about slice_target elements (whole 16-byte packs, so each keeps the row's phase), the fewest
 // values per thread that keep a CTA within kGridRegsMaxThreads; fits when rows x chunks CTAs can all be
 // resident (a cooperative launch refuses more).
-smxStatus_t choose_grid_regs(const SoftmaxInfo& info, const DeviceLimits& limits, GridRegsChoice* choice) {
+// Grid-regs slice length (before rounding to even slices) for a row: from its length and dtype only.
+std::int64_t grid_regs_slice_target(std::int64_t row_len, std::int64_t x_size) {
+    std::int64_t slice = kGridRegsSliceBytes / x_size;
+    while (ceil_div(row_len, slice) > kGridRegsMaxChunksPerRow && 2 * slice <= kGridRegsMaxSliceLen &&
+           2 * slice * x_size <= kGridRegsWideSliceBytes) {
+        slice *= 2;
+    }
+    return slice;
+}
+
+smxStatus_t choose_grid_regs(const SoftmaxInfo& info, const DeviceLimits& limits, std::int64_t slice_target,
+                             GridRegsChoice* choice) {
     *choice = {};
     if (!limits.cooperative_launch) return SMX_STATUS_SUCCESS;
     const std::int64_t x_size = static_cast<std::int64_t>(dtype_size(info.x_dtype));
-    const std::int64_t wanted = ceil_div(info.row_len * x_size, kGridRegsSliceBytes);
+    const std::int64_t wanted = ceil_div(info.row_len, slice_target);
     if (wanted < 2) return SMX_STATUS_SUCCESS;
     const std::int64_t slice_len = round_up(ceil_div(info.row_len, wanted), 16 / x_size);
     const std::int64_t chunks = ceil_div(info.row_len, slice_len);  // so that every CTA has elements
@@ -424,7 +448,13 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
     // row's CTAs fit on the device at once. Rows too long for that and for any cluster, too few to fill
     // the SMs with a CTA each, are split over many CTAs by two kernels instead (split-row).
     GridRegsChoice grid_regs;
-    SMX_RETURN_IF_ERROR(choose_grid_regs(info, limits, &grid_regs));
+    const std::int64_t x_size = static_cast<std::int64_t>(dtype_size(info.x_dtype));
+    SMX_RETURN_IF_ERROR(choose_grid_regs(info, limits, grid_regs_slice_target(info.row_len, x_size), &grid_regs));
+    if (!grid_regs.fits && info.rows > 1 && info.row_len >= kGridRegsFullLen) {
+        GridRegsChoice wide;
+        SMX_RETURN_IF_ERROR(choose_grid_regs(info, limits, kGridRegsWideSliceBytes / x_size, &wide));
+        if (wide.fits) grid_regs = wide;
+    }
     const bool grid_fills_lightly = 2 * info.rows * grid_regs.chunks <= grid_regs.resident;
     bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen &&
                     (info.row_len >= kGridRegsFullLen || grid_fills_lightly);

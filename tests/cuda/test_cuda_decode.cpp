@@ -5,6 +5,7 @@
 // special values, determinism across row counts, graph capture, in place and misaligned pointers.
 #if SMX_TEST_WITH_CUDA
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -40,17 +41,27 @@ int multiprocessor_count() {
     return count;
 }
 
+// The most rows of `plan`'s grid-regs configuration the device holds at once.
+std::int64_t grid_regs_resident_rows(const std::string& plan) {
+    return plan_value(plan, "ctas_per_sm") * multiprocessor_count() / plan_value(plan, "chunks");
+}
+
 // The most rows of `row_len` the rule gives grid-regs on this device (0: grid-regs cannot take the
 // length): every row's CTAs resident at once, and below 65536 elements at most half of what the device
-// holds. From the plan of one row with grid-regs forced (CTAs per row and per SM in its text).
+// holds. From the plan of one row with grid-regs forced (CTAs per row and per SM in its text); from
+// 65536 elements, past that limit, from the plan with the wide slices (64 KiB) while those fit.
 std::int64_t grid_regs_max_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
     if (row_len < 24576) return 0;
     const ScopedLongRowsOverride grid("grid");
     const std::string plan = plan_for_rows(handle, x_dtype, y_dtype, 1, row_len);
     if (kernel_kind(plan) != "grid-regs") return 0;
-    const std::int64_t resident = plan_value(plan, "ctas_per_sm") * multiprocessor_count();
-    const std::int64_t chunks = plan_value(plan, "chunks");
-    return row_len >= 65536 ? resident / chunks : resident / (2 * chunks);
+    const std::int64_t limit = grid_regs_resident_rows(plan);
+    if (row_len < 65536) return limit / 2;
+    const std::string wide = plan_for_rows(handle, x_dtype, y_dtype, limit + 1, row_len);
+    if (kernel_kind(wide) != "grid-regs") return limit;
+    INFO("wide grid-regs: " << wide);
+    CHECK(plan_value(wide, "slice") > plan_value(plan, "slice"));
+    return std::max(limit, grid_regs_resident_rows(wide));
 }
 
 // What the rule must pick for few long rows: grid-regs up to grid_regs_max_rows; beyond that split-row for
@@ -129,6 +140,46 @@ TEST_CASE("cuda decode: grid-regs at its row-count limit, and one row past it", 
         CHECK(kernel_kind(at_limit) == "grid-regs");
         const std::string past_limit = check_random_rows(handle.get(), c.x, c.y, limit + 1, c.row_len, false);
         CHECK(kernel_kind(past_limit) != "grid-regs");
+    }
+}
+
+TEST_CASE("cuda decode: wide grid-regs slices past the length's limit, the same rows bitwise at any count", "[cuda]") {
+    CudaHandle handle;
+    // 128256 f32: 32 CTAs of 4096 elements per row while they fit (16 rows on an H200), then 8 of 16384
+    // (33 rows); bf16 -> f32: 16 of 8192 (24 rows), then 4 of 32768 (66 rows).
+    struct Case {
+        smxDataType_t x, y;
+    };
+    const std::int64_t row_len = 128256;
+    for (const Case& c : {Case{SMX_DTYPE_F32, SMX_DTYPE_F32}, Case{SMX_DTYPE_BF16, SMX_DTYPE_F32}}) {
+        std::string one_plan;
+        {
+            const ScopedLongRowsOverride grid("grid");
+            one_plan = plan_for_rows(handle.get(), c.x, c.y, 1, row_len);
+        }
+        REQUIRE(kernel_kind(one_plan) == "grid-regs");
+        const std::int64_t narrow_rows = grid_regs_resident_rows(one_plan);
+        const std::int64_t max_rows = grid_regs_max_rows(handle.get(), c.x, c.y, row_len);
+        INFO(dtype_name(c.x) << " narrow limit " << narrow_rows << " wide limit " << max_rows);
+        REQUIRE(max_rows > narrow_rows + 1);
+        const std::int64_t fewer = narrow_rows + 1;
+        HostTensor many = make_tensor(c.x, {max_rows, row_len});
+        fill_random(many, test_rng());
+        HostTensor few = make_tensor(c.x, {fewer, row_len});
+        std::memcpy(few.data(), many.data(), static_cast<std::size_t>(fewer * row_len) * dtype_size(c.x));
+        std::string plan_few, plan_many;
+        const HostTensor y_few = run_decode(handle.get(), few, c.y, false, &plan_few);
+        const HostTensor y_many = run_decode(handle.get(), many, c.y, false, &plan_many);
+        INFO(plan_few << " | " << plan_many);
+        CHECK(kernel_kind(plan_few) == "grid-regs");
+        CHECK(kernel_kind(plan_many) == "grid-regs");
+        CHECK(plan_value(plan_few, "slice") == plan_value(plan_many, "slice"));
+        CHECK(plan_value(plan_few, "slice") > plan_value(one_plan, "slice"));
+        CHECK(std::memcmp(y_few.data(), y_many.data(), y_few.storage.size()) == 0);
+        CHECK(compare_to_reference(y_many, reference_softmax(many, 1, false), false) == "");
+        // One row past the wide limit: a cluster per row again.
+        const std::string past = plan_for_rows(handle.get(), c.x, c.y, max_rows + 1, row_len);
+        CHECK(kernel_kind(past) == "block-regs");
     }
 }
 
@@ -318,13 +369,14 @@ TEST_CASE("cuda decode: workspace is rows x chunks x 2 compute values", "[cuda]"
     };
     // split-row chunk = clamp(pow2ceil(n / 256), 8192, 65536): 1 x 128256 -> 16 chunks; 4 x 4194304 ->
     // 16384, 256 chunks per row; 3 x 40000 -> 8192, 5 chunks (f64 partials are doubles). grid-regs: about
-    // 16 KiB of x per CTA: 1 x 128256 f32 -> 32 CTAs; 2 x 1048576 bf16 -> 128 per row; 3 x 40000 f64 -> 20.
+    // 16 KiB of x per CTA, doubled while a row needs more than 64 CTAs (to 16384 elements): 1 x 128256
+    // f32 -> 32 CTAs; 2 x 1048576 bf16 -> 16384 elements, 64 per row; 3 x 40000 f64 -> 20.
     // A cluster per row needs none.
     const Case cases[] = {{"split", SMX_DTYPE_F32, 1, 128256, 16 * 2 * 4},
                           {"split", SMX_DTYPE_BF16, 4, 4194304, 4 * 256 * 2 * 4},
                           {"split", SMX_DTYPE_F64, 3, 40000, 3 * 5 * 2 * 8},
                           {"grid", SMX_DTYPE_F32, 1, 128256, 32 * 2 * 4},
-                          {"grid", SMX_DTYPE_BF16, 2, 1048576, 2 * 128 * 2 * 4},
+                          {"grid", SMX_DTYPE_BF16, 2, 1048576, 2 * 64 * 2 * 4},
                           {"grid", SMX_DTYPE_F64, 3, 40000, 3 * 20 * 2 * 8},
                           {"cluster", SMX_DTYPE_F32, 1, 128256, 0}};
     for (const Case& c : cases) {
