@@ -128,28 +128,34 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
 }
 
 // Most shapes: 128 threads, the register count left to the compiler (stating a minimum of CTAs per SM
-// changes its choice: 16-bit shapes went from 48 to 72 registers with a minimum of one).
+// changes its choice: 16-bit shapes went from 48 to 72 registers with a minimum of one; see below).
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const SoftmaxKernelArgs args) {
     warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
-// f32 shapes holding at most 8 values per thread: a full SM of 128-thread CTAs (16, so at most 32
-// registers, no spills). At 40 registers only 12 fit, and ncu showed f32 1048576 x 128 latency-bound at
-// 65% achieved occupancy (no eligible warp 52% of cycles, DRAM 81%) where PyTorch's 31-register kernel ran
-// at 84% and 86%. f64 would spill at 32 registers; 16-bit shapes hold 16 values.
-template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
-__global__ void __launch_bounds__(kWarpKernelThreads, 16) warp_softmax_full_sm(const SoftmaxKernelArgs args) {
+// Shapes that state a minimum of CTAs per SM (each a register bound the compiler meets without spills;
+// 0: none stated). f32 with at most 8 values: a full SM of 128-thread CTAs (16, at most 32 registers). At
+// 40 registers only 12 fit, and ncu showed f32 1048576 x 128 latency-bound at 65% achieved occupancy (no
+// eligible warp 52% of cycles, DRAM 81%) where PyTorch's 31-register kernel ran at 84% and 86%. 16-bit x
+// with 16 values: 12 (40 registers instead of 48, which left 10); with 32 values: 8 (64 instead of 72,
+// which left 7). f64 would spill at these bounds.
+template <class X, int kCols, int kRowsPerThread>
+constexpr int kWarpMinCtasPerSm = sizeof(X) == 4 && kCols * kRowsPerThread <= 8    ? 16
+                                  : sizeof(X) == 2 && kCols * kRowsPerThread == 16 ? 12
+                                  : sizeof(X) == 2 && kCols * kRowsPerThread == 32 ? 8
+                                                                                   : 0;
+
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, int kMinCtasPerSm>
+__global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softmax_bounded(const SoftmaxKernelArgs args) {
     warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
-template <class X, int kCols, int kRowsPerThread>
-constexpr bool kWarpFullSm = sizeof(X) == 4 && kCols * kRowsPerThread <= 8;
-
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 const void* warp_kernel_pointer() {
-    if constexpr (kWarpFullSm<X, kCols, kRowsPerThread>) {
-        return reinterpret_cast<const void*>(&warp_softmax_full_sm<X, Y, kLanes, kCols, kRowsPerThread>);
+    constexpr int kMinCtas = kWarpMinCtasPerSm<X, kCols, kRowsPerThread>;
+    if constexpr (kMinCtas > 0) {
+        return reinterpret_cast<const void*>(&warp_softmax_bounded<X, Y, kLanes, kCols, kRowsPerThread, kMinCtas>);
     } else {
         return reinterpret_cast<const void*>(&warp_softmax<X, Y, kLanes, kCols, kRowsPerThread>);
     }
