@@ -252,7 +252,11 @@ struct RegsChoice {
 // Whether `a` serves the row better than `b`: several CTAs per SM first (one CTA's loads overlap another's
 // math and stores), then the fewest idle register slots (to 1%), then more values per thread (more loads
 // in flight per thread, fewer threads to reduce over). Equal: the one found first (the smaller cluster).
-bool better_regs_choice(const RegsChoice& a, const RegsChoice& b) {
+// 64 values (16-bit x held packed) widen every input at each use and recompute exp; they rank first only
+// for 16-bit outputs (`packed_first`). H200, perf-notes run 38, same rows forced to 64 values against the
+// rule's 32: f16/bf16 -> same 4096x16384 84 -> 90% of copy, 8192x8192 88-89 -> 90-91% (half the threads
+// per row, twice the CTAs per SM); bf16 -> f32 16384 91 -> 89%, 8192 92.5 -> 90% (that instance spills).
+bool better_regs_choice(const RegsChoice& a, const RegsChoice& b, bool packed_first) {
     if (!b.fits) return a.fits;
     if (!a.fits) return false;
     const bool a_overlaps = a.ctas_per_sm >= kRegsMinCtasPerSm;
@@ -261,9 +265,7 @@ bool better_regs_choice(const RegsChoice& a, const RegsChoice& b) {
     const int a_percent = static_cast<int>(a.utilization * 100.0);
     const int b_percent = static_cast<int>(b.utilization * 100.0);
     if (a_percent != b_percent) return a_percent > b_percent;
-    // 64 values (16-bit held packed) widen every input at each use and recompute exp: on the H200 they lost
-    // to 32 values at 4096..16384 (f16->f16 59-61% vs 66-74%), so they are taken only when they fit better.
-    const auto rank = [](int values) { return values == 64 ? 0 : values; };
+    const auto rank = [packed_first](int values) { return values == 64 ? (packed_first ? 128 : 0) : values; };
     return rank(a.values) > rank(b.values);
 }
 
@@ -276,6 +278,7 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
     const int max_cluster = clusters ? cuda::kBlockRegsMaxCluster : 1;
     const int max_threads = std::min(cuda::kBlockRegsMaxThreads, std::max(limits.max_threads_per_block, kRegsMinThreads));
     const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(info.x_dtype));
+    const bool packed_first = dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 2;
     RegsChoice fallback;
     for (int cluster = 1; cluster <= max_cluster; ++cluster) {
         // Slices are whole packs, so every CTA's slice keeps the row's 16-byte phase.
@@ -310,13 +313,13 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
                                        slice_len,
                                        ctas_per_sm,
                                        static_cast<double>(info.row_len) / static_cast<double>(cluster * threads * values)};
-            if (better_regs_choice(candidate, best)) best = candidate;
+            if (better_regs_choice(candidate, best, packed_first)) best = candidate;
         }
         if (best.fits && best.ctas_per_sm >= kRegsMinCtasPerSm && best.utilization >= kRegsGoodUtilization) {
             *choice = best;
             return SMX_STATUS_SUCCESS;
         }
-        if (better_regs_choice(best, fallback)) fallback = best;
+        if (better_regs_choice(best, fallback, packed_first)) fallback = best;
     }
     *choice = fallback;
     return SMX_STATUS_SUCCESS;
