@@ -138,19 +138,26 @@ TEST_CASE("cuda rows: softmax rows of 100k+ elements sum to 1", "[cuda]") {
             // subnormal step and round with a systematic bias, e.g. 0.9972 for f16 at N(0, 3) inputs.)
             // Bound: float32 computation moves each output by ~1e-6 relative before the final rounding,
             // so their sum moves by ~1e-6; 2e-5 leaves room without hiding a wrong row (1/n = 1e-6 mass).
+            // That ~1e-6 may also tip an output across a rounding midpoint of y's dtype: for the largest
+            // outputs of these rows (N(0, 3) inputs: up to ~0.06) one such step in f16 is 2^-15 = 3.05e-5
+            // (seen once on the H200), so two steps of the largest output's ulp are allowed on top.
             const std::vector<double> ref = reference_softmax(x, 1, false);
             HostTensor rounded = make_tensor(y_dtype, {row_len});
+            const int y_fraction_bits = y_dtype == SMX_DTYPE_F32 ? 23 : (y_dtype == SMX_DTYPE_F16 ? 10 : 7);
             for (std::int64_t r = 0; r < rows; ++r) {
-                double sum = 0.0, target = 0.0;
+                double sum = 0.0, target = 0.0, largest = 0.0;
                 for (std::int64_t j = 0; j < row_len; ++j) {
                     sum += y.get(r * row_len + j);
                     rounded.set(j, ref[static_cast<std::size_t>(r * row_len + j)]);
                     target += rounded.get(j);
+                    largest = std::max(largest, rounded.get(j));
                 }
-                const double bound = 2e-5;
-                INFO("row " << r << " sums to " << sum << ", correctly rounded reference " << target);
+                const double largest_ulp = std::ldexp(1.0, std::ilogb(largest) - y_fraction_bits);
+                const double bound = 2e-5 + 2.0 * largest_ulp;
+                INFO("row " << r << " sums to " << sum << ", correctly rounded reference " << target << ", bound "
+                              << bound);
                 CHECK(std::fabs(sum - target) <= bound);
-                if (y_dtype == SMX_DTYPE_F32) CHECK(std::fabs(sum - 1.0) <= bound);
+                if (y_dtype == SMX_DTYPE_F32) CHECK(std::fabs(sum - 1.0) <= 2e-5);
             }
         }
     }
