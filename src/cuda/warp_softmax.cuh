@@ -22,6 +22,13 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
     static_assert(kCols % kPack == 0, "a lane holds whole packs");
     constexpr int kPacksPerLane = kCols / kPack;
     constexpr int kRowsPerWarp = (32 / kLanes) * kRowsPerThread;
+    // Which rows a thread holds. 16-bit rows shorter than a 128-byte line: the warp's groups take
+    // consecutive rows at each of a thread's rows, so one load or store instruction covers a contiguous
+    // span instead of half of each of twice as many lines (H200, perf-notes run 40: 1048576 x 32 f16/bf16
+    // -> same 73-79 -> 77-83% of copy, -> f32 84 -> 87-88%; x 16 -> f32 49 -> 80%; x 8 +5-20 points).
+    // Elsewhere a thread's rows are adjacent: f32 instances at 32 registers spill with the other order, and
+    // 16-bit -> 16-bit rows of two lanes (16 elements) measured 5% slower with it.
+    constexpr bool kGroupsInterleave = sizeof(X) == 2 && kLanes * 16 < 128 && !(kLanes == 2 && sizeof(Y) == 2);
 
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
@@ -36,13 +43,6 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
 
     // The loop bound is per warp (not per group) so every lane reaches every shuffle.
     for (std::int64_t warp_row = first_warp * kRowsPerWarp; warp_row < args.rows; warp_row += warp_step) {
-        // Row r of this thread. 16-bit rows shorter than a 128-byte line: the warp's groups take
-        // consecutive rows at each r, so one load or store instruction covers a contiguous span instead of
-        // half of each of twice as many lines (H200, perf-notes run 40: 1048576 x 32 f16/bf16 -> same
-        // 73-79 -> 77-83% of copy, -> f32 84 -> 87-88%; x 16 -> f32 49 -> 80%; x 8 +5-20 points). Elsewhere
-        // a thread's rows are adjacent: f32 instances at 32 registers spill with the other order, and
-        // 16-bit -> 16-bit rows of two lanes (16 elements) measured 5% slower with it.
-        constexpr bool kGroupsInterleave = sizeof(X) == 2 && kLanes * 16 < 128 && !(kLanes == 2 && sizeof(Y) == 2);
         const auto row_of = [&](int r) -> std::int64_t {
             return kGroupsInterleave ? warp_row + r * (32 / kLanes) + group : warp_row + group * kRowsPerThread + r;
         };
