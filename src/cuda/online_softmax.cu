@@ -4,7 +4,8 @@
 //   block-online  one CTA per row (grid-stride over rows), for many long rows;
 //   split-row     few very long rows: each row cut into fixed chunks (chunk length from row_len only),
 //                 one CTA per (chunk, row); kernel 1 writes each chunk's (max, sum) to the workspace,
-//                 kernel 2 folds the row's partials (same order in every CTA) and writes its chunk.
+//                 kernel 2 loads its chunk's first packs, folds the row's partials meanwhile (same order
+//                 in every CTA) and writes its chunk.
 #include "cuda/softmax_common.cuh"
 
 namespace smx::cuda {
@@ -28,6 +29,38 @@ __device__ __forceinline__ RangeSplit split_range(const X* x, std::int64_t count
     return {head, packs, head + packs * kPack};
 }
 
+// Adds one step's 16-bit packs (those with loaded[u]) to running statistics: the step's max first (one
+// FMNMX per element; a NaN dropped there reaches the sum through its exp), then one exp per element
+// relative to the new max and one rescale of the running sum per step. The packs stay packed and are
+// widened at each use: widening all 32 values first took 58 registers (two CTAs of 512 per SM). Adding
+// one pack at a time instead (a rescale, with an accurate exp, per pack) held bf16 4 x 4194304's
+// statistics kernel to 2 TB/s (16.4 us; 15.3 with this, perf-notes run 42).
+template <int kUnroll, class X, int kPack, class C = ComputeType<X>>
+__device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack> (&raw)[kUnroll], const bool (&loaded)[kUnroll]) {
+    C step_max = neg_inf<C>();
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+        if (!loaded[u]) continue;
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) step_max = max_skip_nan(step_max, widen_on_use(raw[u].value[k]));
+    }
+    const C max = max_nan(stats.max, step_max);
+    if (max == neg_inf<C>()) return;  // everything so far is -inf: nothing to add
+    C step_sum = 0;
+    C unbias = 1;
+    with_shifted_exp(max, [&](const auto& exp) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            if (!loaded[u]) continue;
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) step_sum += exp(widen_on_use(raw[u].value[k]));
+        }
+        unbias = exp.unbias();
+    });
+    stats = {max, stats.sum * rescale(stats.max, max) + step_sum * unbias};
+    if (stats.sum != stats.sum) stats.max = stats.sum;  // the Stats invariant: a NaN sum makes a NaN max
+}
+
 // This thread's share of the statistics of x[0, count), threads striding; any alignment.
 template <class X, class C = ComputeType<X>>
 __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, int tid, int threads) {
@@ -41,24 +74,18 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
     const X* body = x + split.head;
     for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kRangeUnroll) {
         if constexpr (sizeof(X) == 2) {
-            // 16-bit x: the packs stay packed until used, one pack's statistics at a time. Widening all 32
-            // values first took 58 registers (2 CTAs of 512 per SM; bf16 4 x 4194304's statistics kernel
-            // read at 1.3 TB/s), for a little more rescaling here.
             Packed<X, kPack> raw[kRangeUnroll];
+            bool loaded[kRangeUnroll];
 #pragma unroll
             for (int u = 0; u < kRangeUnroll; ++u) {
                 const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
-                if (pack < split.packs) raw[u] = *reinterpret_cast<const Packed<X, kPack>*>(body + pack * kPack);
+                loaded[u] = pack < split.packs;
+                if (loaded[u]) raw[u] = *reinterpret_cast<const Packed<X, kPack>*>(body + pack * kPack);
             }
-#pragma unroll
-            for (int u = 0; u < kRangeUnroll; ++u) {
-                if (p + static_cast<std::int64_t>(u) * threads >= split.packs) continue;
-                C values[kPack];
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) values[k] = widen_on_use(raw[u].value[k]);
-                add_chunk<kPack>(stats, values);
-            }
+            add_step(stats, raw, loaded);
         } else {
+            // f32 / f64: widened at the load, the step's values padded with -inf (32 registers for f32;
+            // add_step took 40 and was no faster, run 42).
             C values[kRangeUnroll * kPack];
 #pragma unroll
             for (int u = 0; u < kRangeUnroll; ++u) {
@@ -80,45 +107,94 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
     return stats;
 }
 
+// The x packs of one range_write loop step for one thread. The first step's can be loaded before the
+// statistics the writes need are complete: while a CTA combines them, its first loads are in flight.
+template <class X, class Y>
+struct WriteStep {
+    static constexpr int kPack = kPackOfPair<X, Y>;  // 8 bytes of 16-bit x when y is f32 (see kPackOfPair)
+    static constexpr int kUnroll = kRangeUnroll * kPackOf<X> / kPack;  // the same bytes of x in flight either way
+    Packed<X, kPack> raw[kUnroll];
+
+    // Loads the step that starts at pack p of the body of x (streaming: the last pass over x).
+    __device__ __forceinline__ void load(const X* x, const RangeSplit& split, std::int64_t p, int threads) {
+        const X* body = x + split.head;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+            if (pack < split.packs) raw[u] = load_streaming(reinterpret_cast<const Packed<X, kPack>*>(body + pack * kPack));
+        }
+    }
+};
+
+// This thread's first step of range_write over x[0, count).
+template <class X, class Y>
+__device__ __forceinline__ WriteStep<X, Y> load_first_write_step(const X* x, std::int64_t count, int tid, int threads) {
+    WriteStep<X, Y> step;
+    step.load(x, split_range<WriteStep<X, Y>::kPack>(x, count), tid, threads);
+    return step;
+}
+
 // Writes y[0, count) from x[0, count) and the row's statistics, threads striding; any alignment
-// (y's packs are stored whole when y is aligned like x, element-wise otherwise). The last pass over x:
-// packs are read and written streaming, so the x still to be re-read keeps its place in L2.
-template <class X, class Y, class C>
+// (y's packs are stored whole when y is aligned like x, element-wise otherwise). kFirstLoaded: `first`
+// holds this thread's first step (load_first_write_step); otherwise it is ignored. The last pass over
+// x: packs are read and written streaming, so the x still to be re-read keeps its place in L2.
+template <bool kFirstLoaded, class X, class Y, class C>
 __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count, Stats<C> stats, bool log_mode,
-                                            int tid, int threads) {
-    constexpr int kPack = kPackOfPair<X, Y>;  // 8 bytes of 16-bit x when y is f32 (see kPackOfPair)
-    constexpr int kUnroll = kRangeUnroll * kPackOf<X> / kPack;  // the same bytes of x in flight either way
+                                            int tid, int threads, const WriteStep<X, Y>& first) {
+    constexpr int kPack = WriteStep<X, Y>::kPack;
+    constexpr int kUnroll = WriteStep<X, Y>::kUnroll;
     const RangeSplit split = split_range<kPack>(x, count);
     const C log_sum = log_mode ? log_of(stats.sum) : C(0);
     with_shifted_exp(stats.max, [&](const auto& exp) {
         const C factor = exp.unbias() * reciprocal(stats.sum);
         const auto output = [&](C v) { return log_mode ? (v - stats.max) - log_sum : exp(v) * factor; };
         if (tid < split.head) y[tid] = StoreAs<Y>::from(output(to_compute(x[tid])));
-        const X* x_body = x + split.head;
         Y* y_body = y + split.head;
         const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
-        for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kUnroll) {
-            C values[kUnroll][kPack];
-            // All loads first: x and y may alias (in place), so the compiler would not hoist them itself.
+        const auto store = [&](std::int64_t pack, const C* values) {
+            if (y_packs_aligned) {
+                store_pack<Y, kPack, Access::Streaming>(y_body + pack * kPack, values);
+            } else {
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
-                if (pack >= split.packs) continue;
-                const Packed<X, kPack> raw = load_streaming(reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack));
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) values[u][k] = to_compute(raw.value[k]);
+                for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(values[k]);
             }
+        };
+        // All of a step's loads come first: x and y may alias (in place), so the compiler would not hoist
+        // them itself. Two loop forms, each the one that measured best (perf-notes runs 43-44): with a
+        // preloaded first step, the packs stay raw and are widened one by one as they are written (widening
+        // them all first spilled 16-44 bytes in the 16-bit split-row write instances); without one, all
+        // are widened first (the other form took f32 block-online from 57 to 64 registers, 1-3% slower).
+        for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kUnroll) {
+            if constexpr (kFirstLoaded) {
+                WriteStep<X, Y> step = first;
+                if (p != tid) step.load(x, split, p, threads);
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
-                if (pack >= split.packs) continue;
+                for (int u = 0; u < kUnroll; ++u) {
+                    const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+                    if (pack >= split.packs) continue;
+                    C values[kPack];
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) values[u][k] = output(values[u][k]);
-                if (y_packs_aligned) {
-                    store_pack<Y, kPack, Access::Streaming>(y_body + pack * kPack, values[u]);
-                } else {
+                    for (int k = 0; k < kPack; ++k) values[k] = output(to_compute(step.raw[u].value[k]));
+                    store(pack, values);
+                }
+            } else {
+                const X* x_body = x + split.head;
+                C values[kUnroll][kPack];
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(values[u][k]);
+                for (int u = 0; u < kUnroll; ++u) {
+                    const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+                    if (pack >= split.packs) continue;
+                    const Packed<X, kPack> raw = load_streaming(reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack));
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) values[u][k] = to_compute(raw.value[k]);
+                }
+#pragma unroll
+                for (int u = 0; u < kUnroll; ++u) {
+                    const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+                    if (pack >= split.packs) continue;
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) values[u][k] = output(values[u][k]);
+                    store(pack, values[u]);
                 }
             }
         }
@@ -135,9 +211,14 @@ __global__ void __launch_bounds__(512) block_online_softmax(const SoftmaxKernelA
     for (std::int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
         const X* x_row = x + row * args.x_row_stride;
         Stats<C> stats = range_stats(x_row, args.row_len, threadIdx.x, blockDim.x);
+        // 16-bit x: the write's first loads go out before the statistics are combined (bf16 rows 10-22%
+        // faster, run 43). f32 x lost 1-2% that way (64-69 registers), so it loads them after.
+        constexpr bool kPreload = sizeof(X) == 2;
+        WriteStep<X, Y> first;
+        if constexpr (kPreload) first = load_first_write_step<X, Y>(x_row, args.row_len, threadIdx.x, blockDim.x);
         stats = block_combine_stats(stats, scratch);
-        range_write(x_row, y + row * args.y_row_stride, args.row_len, stats, args.log_mode != 0, threadIdx.x,
-                    blockDim.x);
+        range_write<kPreload>(x_row, y + row * args.y_row_stride, args.row_len, stats, args.log_mode != 0, threadIdx.x,
+                              blockDim.x, first);
     }
 }
 
@@ -171,6 +252,7 @@ __global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(
 // Two CTAs of 512 per SM at least (56-64 registers, no spills): left to itself the compiler gave the
 // 16-bit instances 84-93 registers, one CTA per SM (ncu, run 36: 24% of warps active). Measured A/B
 // (run 37, 4 x 4194304 .. 1 x 16777216): 16-bit -> f32 2-4% faster, the rest unchanged within noise.
+// (bf16 -> f32 spills 12 bytes since its first step is loaded before the fold; still 2-4% faster, run 44.)
 template <class X, class Y>
 __global__ void __launch_bounds__(512, 2) split_row_write(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
@@ -183,15 +265,18 @@ __global__ void __launch_bounds__(512, 2) split_row_write(const SoftmaxKernelArg
     const std::int64_t chunk = gridDim.x - 1 - blockIdx.x;
     const std::int64_t count = chunk_count(args, chunk);
     for (std::int64_t row = gridDim.y - 1 - blockIdx.y; row < args.rows; row += gridDim.y) {
+        const std::int64_t offset = chunk * args.slice_len;
+        const X* x_chunk = x + row * args.x_row_stride + offset;
+        // The chunk's first loads go out before the partials are folded, so they overlap the fold.
+        const WriteStep<X, Y> first = load_first_write_step<X, Y>(x_chunk, count, threadIdx.x, blockDim.x);
         // Every CTA of the row folds the same partials in the same order: identical statistics everywhere.
         Stats<C> stats = empty_stats<C>();
         for (std::int64_t c = threadIdx.x; c < args.chunks; c += blockDim.x) {
             stats = combine(stats, partials[row * args.chunks + c]);
         }
         stats = block_combine_stats(stats, scratch);
-        const std::int64_t offset = chunk * args.slice_len;
-        range_write(x + row * args.x_row_stride + offset, y + row * args.y_row_stride + offset, count, stats,
-                    args.log_mode != 0, threadIdx.x, blockDim.x);
+        range_write<true>(x_chunk, y + row * args.y_row_stride + offset, count, stats, args.log_mode != 0, threadIdx.x,
+                          blockDim.x, first);
     }
 }
 
