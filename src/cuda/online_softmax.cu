@@ -44,20 +44,16 @@ __device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack>
 #pragma unroll
         for (int k = 0; k < kPack; ++k) step_max = max_skip_nan(step_max, widen_on_use(raw[u].value[k]));
     }
-    const C max = max_nan(stats.max, step_max);
-    if (max == neg_inf<C>()) return;  // everything so far is -inf: nothing to add
-    C step_sum = 0;
-    C unbias = 1;
-    with_shifted_exp(max, [&](const auto& exp) {
+    add_group(stats, step_max, [&](const auto& exp) {
+        C sum = 0;
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             if (!loaded[u]) continue;
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) step_sum += exp(widen_on_use(raw[u].value[k]));
+            for (int k = 0; k < kPack; ++k) sum += exp(widen_on_use(raw[u].value[k]));
         }
-        unbias = exp.unbias();
+        return sum;
     });
-    stats = {max, stats.sum * rescale(stats.max, max) + step_sum * unbias};
     if (stats.sum != stats.sum) stats.max = stats.sum;  // the Stats invariant: a NaN sum makes a NaN max
 }
 

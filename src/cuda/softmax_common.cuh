@@ -323,23 +323,34 @@ __device__ __forceinline__ Stats<C> combine(Stats<C> a, Stats<C> b) {
     return {max, a.sum * rescale(a.max, max) + b.sum * rescale(b.max, max)};
 }
 
+// Adds a group of values whose max is group_max to running statistics, with one rescale of the running
+// sum: sum_exps(exp) returns the group's sum of exp(v) for the exp functor it is given (relative to the
+// new max). The group is summed on its own first: far fewer additions into the long-running sum.
+template <class C, class SumExps>
+__device__ __forceinline__ void add_group(Stats<C>& stats, C group_max, const SumExps& sum_exps) {
+    const C max = max_nan(stats.max, group_max);
+    if (max == neg_inf<C>()) return;  // everything so far is -inf: nothing to add
+    C group_sum = 0;
+    C unbias = 1;
+    with_shifted_exp(max, [&](const auto& exp) {
+        group_sum = sum_exps(exp);
+        unbias = exp.unbias();
+    });
+    stats = {max, stats.sum * rescale(stats.max, max) + group_sum * unbias};
+}
+
 // Adds N values (padding must be -inf) to running statistics with one rescale per chunk.
 template <int N, class C>
 __device__ __forceinline__ void add_chunk(Stats<C>& stats, const C* values) {
     C chunk_max = values[0];
 #pragma unroll
     for (int k = 1; k < N; ++k) chunk_max = max_nan(chunk_max, values[k]);
-    const C max = max_nan(stats.max, chunk_max);
-    if (max == neg_inf<C>()) return;  // everything so far is -inf: nothing to add
-    // The chunk is summed on its own first: far fewer additions into the long-running sum (accuracy).
-    C chunk_sum = 0;
-    C unbias = 1;
-    with_shifted_exp(max, [&](const auto& exp) {
+    add_group(stats, chunk_max, [&](const auto& exp) {
+        C sum = 0;
 #pragma unroll
-        for (int k = 0; k < N; ++k) chunk_sum += exp(values[k]);  // +inf - +inf = NaN poisons, as it must
-        unbias = exp.unbias();
+        for (int k = 0; k < N; ++k) sum += exp(values[k]);  // +inf - +inf = NaN poisons, as it must
+        return sum;
     });
-    stats = {max, stats.sum * rescale(stats.max, max) + chunk_sum * unbias};
 }
 
 // The output for one shifted value v - max, given 1/sum or log(sum).
