@@ -194,6 +194,13 @@ std::string describe_case(const HostTensor& y, const HostTensor& x, int axis, bo
     return text.str();
 }
 
+int multiprocessor_count() {
+    int device = 0, count = 0;
+    SMX_REQUIRE_CUDA(cudaGetDevice(&device));
+    SMX_REQUIRE_CUDA(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+}
+
 }  // namespace smx_test
 
 #endif  // SMX_TEST_WITH_CUDA

@@ -155,6 +155,14 @@ std::int64_t plan_value(const std::string& plan, const std::string& key);
 // Describes a case for INFO messages: "f16->f32 softmax shape [4,7] strides [7,1] axis 1".
 std::string describe_case(const HostTensor& y, const HostTensor& x, int axis, bool log_mode);
 
+// An input and an output dtype, for tests that loop over pairs.
+struct DtypePair {
+    smxDataType_t x, y;
+};
+
+// The current device's multiprocessor count (plans switch on rows per SM).
+int multiprocessor_count();
+
 }  // namespace smx_test
 
 #endif  // SMX_TEST_WITH_CUDA

@@ -30,17 +30,6 @@ HostTensor run_decode(smxHandle_t handle, const HostTensor& x, smxDataType_t y_d
     return y;
 }
 
-struct DtypePair {
-    smxDataType_t x, y;
-};
-
-int multiprocessor_count() {
-    int device = 0, count = 0;
-    SMX_REQUIRE_CUDA(cudaGetDevice(&device));
-    SMX_REQUIRE_CUDA(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-}
-
 // The most rows of `plan`'s grid-regs configuration the device holds at once.
 std::int64_t grid_regs_resident_rows(const std::string& plan) {
     return plan_value(plan, "ctas_per_sm") * multiprocessor_count() / plan_value(plan, "chunks");

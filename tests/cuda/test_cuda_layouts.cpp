@@ -237,13 +237,10 @@ TEST_CASE("cuda layouts: spatial tiles, clusters, partial tiles, narrow inner an
         {2, 3, 4100, "spatial-tile"},       // a short axis, many tiles, a partial last vector
         {1, 300000, 4, "spatial-online"},   // too long for any cluster: two passes over x
     };
-    struct Pair {
-        smxDataType_t x, y;
-    };
-    const Pair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
                           {SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_F64, SMX_DTYPE_F64}};
     for (const SpatialCase& c : cases) {
-        for (const Pair& pair : pairs) {
+        for (const DtypePair& pair : pairs) {
             for (bool log_mode : {false, true}) {
                 check_spatial_case(handle.get(), c, pair.x, pair.y, 0, 0, log_mode);  // 16-byte vector path
                 check_spatial_case(handle.get(), c, pair.x, pair.y, 1, 0, log_mode);  // x element-wise
@@ -307,11 +304,8 @@ HostTensor special_spatial(smxDataType_t dtype, std::int64_t row_len) {
 
 TEST_CASE("cuda layouts: special values along spatial columns split across a cluster", "[cuda]") {
     CudaHandle handle;
-    struct Pair {
-        smxDataType_t x, y;
-    };
-    for (const Pair& pair : {Pair{SMX_DTYPE_F32, SMX_DTYPE_F32}, Pair{SMX_DTYPE_F16, SMX_DTYPE_F32},
-                             Pair{SMX_DTYPE_BF16, SMX_DTYPE_BF16}, Pair{SMX_DTYPE_F64, SMX_DTYPE_F64}}) {
+    for (const DtypePair& pair : {DtypePair{SMX_DTYPE_F32, SMX_DTYPE_F32}, DtypePair{SMX_DTYPE_F16, SMX_DTYPE_F32},
+                                  DtypePair{SMX_DTYPE_BF16, SMX_DTYPE_BF16}, DtypePair{SMX_DTYPE_F64, SMX_DTYPE_F64}}) {
         for (bool log_mode : {false, true}) {
             for (std::int64_t row_len : {std::int64_t{40}, std::int64_t{3000}, std::int64_t{20000}}) {
                 const HostTensor x = special_spatial(pair.x, row_len);

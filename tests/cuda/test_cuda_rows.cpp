@@ -21,13 +21,6 @@ const std::vector<std::int64_t> kBoundaryRowLengths = {
     255,  256,  257,  511,  512,  513,  1023,  1024,  1025,  2047,  2048,  2049,  4095,   4096,
     4097, 8191, 8193, 16383, 16385, 32000, 32769, 50257, 65537, 100003, 131073, 262145, 524289};
 
-int multiprocessor_count() {
-    int device = 0, count = 0;
-    SMX_REQUIRE_CUDA(cudaGetDevice(&device));
-    SMX_REQUIRE_CUDA(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-}
-
 // Runs one (rows, n) case, checks it, and records its plan text.
 void check_rows_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
                      std::int64_t row_len, bool log_mode, std::set<std::string>* plans) {
@@ -310,11 +303,8 @@ TEST_CASE("cuda rows: block-regs special values inside one CTA's slice and acros
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const std::int64_t rows = block_regs_rows();
     const std::int64_t row_len = 20001;  // clusters of 2+ CTAs, odd: misaligned rows
-    struct Pair {
-        smxDataType_t x, y;
-    };
-    for (const Pair pair : {Pair{SMX_DTYPE_F32, SMX_DTYPE_F32}, Pair{SMX_DTYPE_F16, SMX_DTYPE_F16},
-                            Pair{SMX_DTYPE_BF16, SMX_DTYPE_F32}, Pair{SMX_DTYPE_F32, SMX_DTYPE_BF16}}) {
+    for (const DtypePair pair : {DtypePair{SMX_DTYPE_F32, SMX_DTYPE_F32}, DtypePair{SMX_DTYPE_F16, SMX_DTYPE_F16},
+                                 DtypePair{SMX_DTYPE_BF16, SMX_DTYPE_F32}, DtypePair{SMX_DTYPE_F32, SMX_DTYPE_BF16}}) {
         HostTensor x = make_tensor(pair.x, {rows, row_len});
         fill_random(x, test_rng());
         for (std::int64_t r = 0; r < rows; ++r) {

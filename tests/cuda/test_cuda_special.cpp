@@ -104,10 +104,6 @@ HostTensor special_columns(smxDataType_t dtype, std::int64_t rows, std::int64_t 
     return x;
 }
 
-struct DtypePair {
-    smxDataType_t x, y;
-};
-
 const DtypePair kSpecialPairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
                                    {SMX_DTYPE_F16, SMX_DTYPE_F16},
                                    {SMX_DTYPE_BF16, SMX_DTYPE_F32},
