@@ -214,25 +214,31 @@ TEST_CASE("cuda decode: a constant row gives exactly uniform output within 1 ulp
 TEST_CASE("cuda decode: special values in one chunk decide their whole row", "[cuda]") {
     CudaHandle handle;
     const std::int64_t row_len = 300001;  // fits a cluster: force the two plans that cut rows into chunks
-    for (const char* forced : {"split", "grid"}) {
-    const ScopedLongRowsOverride override_rule(forced);
-    const std::string expected_kind = std::string(forced) == "grid" ? "grid-regs" : "split-row";
     const double inf = std::numeric_limits<double>::infinity();
-    for (bool log_mode : {false, true}) {
-        HostTensor x = make_tensor(SMX_DTYPE_F32, {5, row_len});
-        HostTensor y = make_tensor(SMX_DTYPE_F32, {5, row_len});
-        fill_random(x, test_rng());
-        x.set(0 * row_len + 150000, std::numeric_limits<double>::quiet_NaN());  // NaN: row of NaN
-        x.set(1 * row_len + row_len - 1, inf);                                  // +inf: row of NaN
-        for (std::int64_t j = 0; j < row_len; ++j) x.set(2 * row_len + j, -inf);  // all -inf: row of NaN
-        for (std::int64_t j = 0; j < row_len; j += 3) x.set(3 * row_len + j, -inf);  // -inf among finite: 0
-        for (std::int64_t j = 0; j < 200000; ++j) x.set(4 * row_len + j, -inf);  // whole chunks of -inf
-        std::string plan;
-        const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
-        INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
-        CHECK(kernel_kind(plan) == expected_kind);
-        CHECK(mismatch == "");
-    }
+    // f32 statistics fold values chunk by chunk; 16-bit ones take a step's max with NaN dropped, then rely
+    // on the exp sum to carry it (add_step): both must give the reference's rows.
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                               {SMX_DTYPE_F16, SMX_DTYPE_F16}};
+    for (const char* forced : {"split", "grid"}) {
+        const ScopedLongRowsOverride override_rule(forced);
+        const std::string expected_kind = std::string(forced) == "grid" ? "grid-regs" : "split-row";
+        for (const DtypePair& pair : pairs) {
+            for (bool log_mode : {false, true}) {
+                HostTensor x = make_tensor(pair.x, {5, row_len});
+                HostTensor y = make_tensor(pair.y, {5, row_len});
+                fill_random(x, test_rng());
+                x.set(0 * row_len + 150000, std::numeric_limits<double>::quiet_NaN());  // NaN: row of NaN
+                x.set(1 * row_len + row_len - 1, inf);                                  // +inf: row of NaN
+                for (std::int64_t j = 0; j < row_len; ++j) x.set(2 * row_len + j, -inf);  // all -inf: NaN
+                for (std::int64_t j = 0; j < row_len; j += 3) x.set(3 * row_len + j, -inf);  // among finite: 0
+                for (std::int64_t j = 0; j < 200000; ++j) x.set(4 * row_len + j, -inf);  // whole chunks of -inf
+                std::string plan;
+                const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
+                INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+                CHECK(kernel_kind(plan) == expected_kind);
+                CHECK(mismatch == "");
+            }
+        }
     }
 }
 

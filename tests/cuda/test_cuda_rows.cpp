@@ -178,29 +178,34 @@ TEST_CASE("cuda rows: many rows too long for any cluster use block-online and ma
     CudaHandle handle;
     // 2^20 + 1 floats (4 MiB) exceed what a cluster of 16 CTAs can cache (16 x 227 KB), and one row per SM
     // keeps the split-row plan away: the one-CTA-per-row online kernel must take it.
+    // 16-bit x also loads its first write step before the block combines the statistics.
     const std::int64_t rows = multiprocessor_count();
     const std::int64_t row_len = (std::int64_t{1} << 20) + 1;
-    for (bool log_mode : {false, true}) {
-        HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, row_len});
-        HostTensor y = make_tensor(SMX_DTYPE_F32, {rows, row_len});
-        fill_random(x, test_rng());
-        DeviceTensor x_device(x), y_device(y);
-        x_device.upload(x);
-        y_device.poison();
-        const DeviceRun run = run_on_device(handle.get(), y, y_device.data(), x, x_device.data(), 1, log_mode);
-        INFO(describe_case(y, x, 1, log_mode) << " | plan: " << run.plan << " | " << run.error);
-        REQUIRE(run.status == SMX_STATUS_SUCCESS);
-        CHECK(kernel_kind(run.plan) == "block-online");
-        y_device.download(y);
-        for (std::int64_t row : {std::int64_t{0}, std::int64_t{1}, rows / 2, rows - 1}) {
-            HostTensor x_row = make_tensor(SMX_DTYPE_F32, {row_len});
-            HostTensor y_row = make_tensor(SMX_DTYPE_F32, {row_len});
-            for (std::int64_t j = 0; j < row_len; ++j) {
-                x_row.set(j, x.get(row * row_len + j));
-                y_row.set(j, y.get(row * row_len + j));
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                               {SMX_DTYPE_F16, SMX_DTYPE_F32}};
+    for (const DtypePair& pair : pairs) {
+        for (bool log_mode : {false, true}) {
+            HostTensor x = make_tensor(pair.x, {rows, row_len});
+            HostTensor y = make_tensor(pair.y, {rows, row_len});
+            fill_random(x, test_rng());
+            DeviceTensor x_device(x), y_device(y);
+            x_device.upload(x);
+            y_device.poison();
+            const DeviceRun run = run_on_device(handle.get(), y, y_device.data(), x, x_device.data(), 1, log_mode);
+            INFO(describe_case(y, x, 1, log_mode) << " | plan: " << run.plan << " | " << run.error);
+            REQUIRE(run.status == SMX_STATUS_SUCCESS);
+            CHECK(kernel_kind(run.plan) == "block-online");
+            y_device.download(y);
+            for (std::int64_t row : {std::int64_t{0}, std::int64_t{1}, rows / 2, rows - 1}) {
+                HostTensor x_row = make_tensor(pair.x, {row_len});
+                HostTensor y_row = make_tensor(pair.y, {row_len});
+                for (std::int64_t j = 0; j < row_len; ++j) {
+                    x_row.set(j, x.get(row * row_len + j));
+                    y_row.set(j, y.get(row * row_len + j));
+                }
+                INFO("row " << row);
+                CHECK(compare_to_reference(y_row, reference_softmax(x_row, 0, log_mode), log_mode) == "");
             }
-            INFO("row " << row);
-            CHECK(compare_to_reference(y_row, reference_softmax(x_row, 0, log_mode), log_mode) == "");
         }
     }
 }
