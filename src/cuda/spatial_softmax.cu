@@ -140,14 +140,30 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
 
         // This thread's share of its kPack columns: the max, then the sum of exp relative to it.
         C local_max[kPack];
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) local_max[k] = neg_inf<C>();
+        if constexpr (sizeof(X) == 2) {
+            // Two columns per HMNMX2, on the cached 16-bit values as they are (no widening).
+            PairedMax<X> paired[kPack / 2];
 #pragma unroll 4
-        for (int r = axis_group; r < count; r += axis_groups) {
-            C values[kPack];
-            load_pack(cache_vector + r * width, values);
+            for (int r = axis_group; r < count; r += axis_groups) {
+                const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(cache_vector + r * width);
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], values[k]);
+                for (int k = 0; k < kPack / 2; ++k) paired[k].add(pair_of(pack, k));
+            }
+#pragma unroll
+            for (int k = 0; k < kPack / 2; ++k) {
+                local_max[2 * k] = paired[k].low();
+                local_max[2 * k + 1] = paired[k].high();
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) local_max[k] = neg_inf<C>();
+#pragma unroll 4
+            for (int r = axis_group; r < count; r += axis_groups) {
+                C values[kPack];
+                load_pack(cache_vector + r * width, values);
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], values[k]);
+            }
         }
         C local_shift[kPack];
         C local_sum[kPack];
