@@ -5,14 +5,16 @@
 // on buffers rotated through ~1 GiB or always the same (hot) ones. Not part of the build:
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/decode_floor.cu -o decode_floor && ./decode_floor
 #include <cooperative_groups.h>
-#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <vector>
-namespace cg = cooperative_groups;
-#define CK(x) do { cudaError_t err_ = (x); if (err_ != cudaSuccess) { printf("ERR %s line %d: %s\n", #x, __LINE__, cudaGetErrorString(err_)); exit(1);} } while (0)
 
-__global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }
+#include "probe_timing.cuh"
+
+namespace cg = cooperative_groups;
+#define CK(x) PROBE_CHECK(x)
+
 __global__ void empty_kernel(int*) {}
 
 // mode 0: no barrier, 1: __syncthreads, 2: cluster barrier, 3: grid barrier (cooperative)
@@ -44,21 +46,7 @@ int main() {
     CK(cudaFuncSetAttribute(copy_kernel<1>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     CK(cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     const int calls = 300;
-    auto time_it = [&](auto launch) {
-        for (int i = 0; i < 20; ++i) launch(i);
-        CK(cudaStreamSynchronize(s));
-        std::vector<cudaEvent_t> ev(calls + 1);
-        for (auto& e : ev) CK(cudaEventCreate(&e));
-        spin<<<1, 1, 0, s>>>(20000000);  // ~10 ms: the host enqueues everything meanwhile
-        CK(cudaEventRecord(ev[0], s));
-        for (int i = 0; i < calls; ++i) { launch(20 + i); CK(cudaEventRecord(ev[i + 1], s)); }
-        CK(cudaStreamSynchronize(s));
-        std::vector<float> t(calls);
-        for (int i = 0; i < calls; ++i) { CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1])); t[i] *= 1000.f; }
-        for (auto& e : ev) CK(cudaEventDestroy(e));
-        std::sort(t.begin(), t.end());
-        return t[calls / 2];
-    };
+    auto time_it = [&](auto launch) { return median_us_per_call(s, calls, 20, 20000000, launch); };  // spin ~10 ms
     auto launch_copy = [&](const float* x, float* y, long long bytes, int grid, int cluster, int mode, int kv) {
         long long n4 = bytes / 16;
         cudaLaunchAttribute at[1]; int na = 0;

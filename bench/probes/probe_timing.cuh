@@ -1,0 +1,54 @@
+// probe_timing.cuh - what the probes in this folder share: a checked CUDA call, and timing "like smx-bench
+// times a case": the stream held by a spin kernel until every call is enqueued, a CUDA event between
+// consecutive calls, the median per call. Header-only, so each probe still builds with one nvcc command.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define PROBE_CHECK(call)                                                                     \
+    do {                                                                                      \
+        const cudaError_t probe_error_ = (call);                                              \
+        if (probe_error_ != cudaSuccess) {                                                    \
+            std::printf("ERR %s line %d: %s\n", #call, __LINE__, cudaGetErrorString(probe_error_)); \
+            std::exit(1);                                                                     \
+        }                                                                                     \
+    } while (0)
+
+__global__ void probe_spin(long long cycles) {
+    const long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+}
+
+// Median microseconds per call of launch(i) (i counts every call, warm-up included, so a probe can rotate
+// buffers by it): `warmup` calls first, then `calls` timed ones behind a spin of `spin_cycles` (long enough
+// for the host to enqueue them all).
+template <class Launch>
+double median_us_per_call(cudaStream_t stream, int calls, int warmup, long long spin_cycles, Launch launch) {
+    for (int i = 0; i < warmup; ++i) launch(i);
+    PROBE_CHECK(cudaStreamSynchronize(stream));
+    PROBE_CHECK(cudaGetLastError());
+    std::vector<cudaEvent_t> events(calls + 1);
+    for (auto& event : events) PROBE_CHECK(cudaEventCreate(&event));
+    probe_spin<<<1, 1, 0, stream>>>(spin_cycles);
+    PROBE_CHECK(cudaEventRecord(events[0], stream));
+    for (int i = 0; i < calls; ++i) {
+        launch(warmup + i);
+        PROBE_CHECK(cudaEventRecord(events[i + 1], stream));
+    }
+    PROBE_CHECK(cudaStreamSynchronize(stream));
+    PROBE_CHECK(cudaGetLastError());
+    std::vector<float> micros(calls);
+    for (int i = 0; i < calls; ++i) {
+        PROBE_CHECK(cudaEventElapsedTime(&micros[i], events[i], events[i + 1]));
+        micros[i] *= 1000.f;
+    }
+    for (auto& event : events) PROBE_CHECK(cudaEventDestroy(event));
+    std::sort(micros.begin(), micros.end());
+    return micros[calls / 2];
+}
