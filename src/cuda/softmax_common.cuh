@@ -296,32 +296,36 @@ __device__ __forceinline__ double max_skip_nan(double a, double b) { return fmax
 // spatial tiles' max pass and the online statistics (perf-notes run 49: 16 -> 16 tiles +3-7%, 16-bit online
 // +2-4%); not by block-regs, whose 64-value 16 -> 16 instances lost 4-9 points of copy with it.
 template <class X>
-struct PairedMax;
-
+struct PairOf;  // the two-element type of a 16-bit dtype, and its (-inf, -inf)
 template <>
-struct PairedMax<__nv_bfloat16> {
-    __nv_bfloat162 max = __halves2bfloat162(__ushort_as_bfloat16(0xFF80u), __ushort_as_bfloat16(0xFF80u));
-    __device__ __forceinline__ void add(__nv_bfloat162 pair) { max = __hmax2(max, pair); }
+struct PairOf<__nv_bfloat16> {
+    using type = __nv_bfloat162;
+    static __device__ __forceinline__ type neg_inf() {
+        return __halves2bfloat162(__ushort_as_bfloat16(0xFF80u), __ushort_as_bfloat16(0xFF80u));
+    }
+};
+template <>
+struct PairOf<__half> {
+    using type = __half2;
+    static __device__ __forceinline__ type neg_inf() {
+        return __halves2half2(__ushort_as_half(0xFC00u), __ushort_as_half(0xFC00u));
+    }
+};
+
+template <class X>
+struct PairedMax {
+    typename PairOf<X>::type max = PairOf<X>::neg_inf();
+    __device__ __forceinline__ void add(typename PairOf<X>::type pair) { max = __hmax2(max, pair); }
     __device__ __forceinline__ float low() const { return __low2float(max); }    // of the first elements
     __device__ __forceinline__ float high() const { return __high2float(max); }  // of the second elements
     __device__ __forceinline__ float result() const { return max_skip_nan(low(), high()); }
 };
 
-template <>
-struct PairedMax<__half> {
-    __half2 max = __halves2half2(__ushort_as_half(0xFC00u), __ushort_as_half(0xFC00u));
-    __device__ __forceinline__ void add(__half2 pair) { max = __hmax2(max, pair); }
-    __device__ __forceinline__ float low() const { return __low2float(max); }
-    __device__ __forceinline__ float high() const { return __high2float(max); }
-    __device__ __forceinline__ float result() const { return max_skip_nan(low(), high()); }
-};
-
 // The pairs of a pack of 16-bit elements (pair k: elements 2k and 2k + 1).
 template <class X, int kPack>
-__device__ __forceinline__ auto pair_of(const Packed<X, kPack>& pack, int k) {
-    static_assert(sizeof(X) == 2 && kPack % 2 == 0, "whole pairs of 16-bit elements");
-    using Pair = std::conditional_t<std::is_same<X, __half>::value, __half2, __nv_bfloat162>;
-    return reinterpret_cast<const Pair*>(pack.value)[k];
+__device__ __forceinline__ typename PairOf<X>::type pair_of(const Packed<X, kPack>& pack, int k) {
+    static_assert(kPack % 2 == 0, "whole pairs");
+    return reinterpret_cast<const typename PairOf<X>::type*>(pack.value)[k];
 }
 
 // Adds every pair of a pack of 16-bit elements to one PairedMax.
