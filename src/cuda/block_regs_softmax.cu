@@ -3,7 +3,9 @@
 // inputs packed, widened on use), kValues per thread. Per row: every load issued first, one exp per element
 // (kept in the registers), one (max, sum) reduction per CTA, combined across the row's CTAs, then the
 // write. Traffic: x read once, y written once. The CTAs of a row combine their statistics either
-//   - as a thread-block cluster (C = 1..16) through distributed shared memory (block-regs plans), or
+//   - as a thread-block cluster (C = 1..16) through distributed shared memory (block-regs plans): each
+//     CTA pushes its statistics into every peer's mailbox (cluster.cuh; 8/16-value instances: peers read
+//     them between two cluster barriers), or
 //   - through the workspace behind a grid-wide barrier (grid-regs plans, args.chunks = C > 0): a
 //     cooperative launch whose CTAs are all resident at once, so one row can spread over every SM.
 #include <type_traits>
@@ -32,6 +34,7 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     __shared__ Stats<C> warp_partials[32];
     __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
     __shared__ Stats<C> cluster_stats;
+    __shared__ ClusterMailbox<Stats<C>> mailbox;  // the cluster's CTA statistics, pushed by each CTA
 
     // One cluster per row (a persistent loop over rows made the compiler hoist per-pack addresses out of
     // it and spill the values): grid.x = C x rows_per_grid_row, grid.y = ceil(rows / rows_per_grid_row).
@@ -41,6 +44,14 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     const unsigned rank = grid_split ? blockIdx.x % ranks : cluster_rank();
     const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * (gridDim.x / ranks) + blockIdx.x / ranks;
     if (row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
+    // How a cluster's CTAs exchange their statistics: pushed into every peer's mailbox (no release
+    // barriers, none at exit), or written locally and read by the peers between two cluster barriers.
+    // Pushing raised the registers of the 8- and 16-value instances by 6-10 (which cost them CTAs per SM),
+    // so they pull, with an exit barrier that orders no memory.
+    constexpr bool kPushStats = kValues >= 32;
+    if constexpr (kPushStats) {
+        if (!grid_split && ranks > 1) mailbox_open(mailbox, ranks);
+    }
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
     const bool log_mode = args.log_mode != 0;
@@ -145,11 +156,22 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
             row_stats = cluster_stats;
         } else if (ranks > 1) {
             // Warp 0 of every CTA folds all CTAs' statistics in rank order: bitwise the same everywhere.
-            cluster_sync();
-            if (warp == 0) {
-                stats = warp_combine_stats(lane < static_cast<int>(ranks) ? read_peer(&exchange, lane)
-                                                                                : empty_stats<C>());
-                if (lane == 0) cluster_stats = stats;
+            if constexpr (kPushStats) {
+                cluster_wait();  // every peer's mailbox is set up
+                if (warp == 0) {
+                    // Every lane of warp 0 holds this CTA's statistics: lane r posts them to rank r.
+                    if (lane < static_cast<int>(ranks)) mailbox_post(mailbox, stats, rank, lane);
+                    mailbox_wait(mailbox);
+                    stats = warp_combine_stats(lane < static_cast<int>(ranks) ? mailbox.slots[lane] : empty_stats<C>());
+                    if (lane == 0) cluster_stats = stats;
+                }
+            } else {
+                cluster_sync();
+                if (warp == 0) {
+                    stats = warp_combine_stats(lane < static_cast<int>(ranks) ? read_peer(&exchange, lane)
+                                                                                    : empty_stats<C>());
+                    if (lane == 0) cluster_stats = stats;
+                }
             }
             __syncthreads();
             row_stats = cluster_stats;
@@ -209,8 +231,11 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
         }
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
     }
-    // Peers may still be reading this CTA's exchange slot: stay resident until the whole cluster is done.
-    if (!grid_split && ranks > 1) cluster_sync();
+    // Pulled statistics: peers may still be reading this CTA's exchange slot, so it stays resident until
+    // the whole cluster is done (their reads are complete: they used the values before arriving).
+    if constexpr (!kPushStats) {
+        if (!grid_split && ranks > 1) cluster_sync_unordered();
+    }
 }
 
 // 8, 16 and 32 values per thread: up to 1024 threads (at most 64 registers), the register count otherwise
