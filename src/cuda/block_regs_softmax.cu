@@ -34,7 +34,7 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     __shared__ Stats<C> warp_partials[32];
     __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
     __shared__ Stats<C> cluster_stats;
-    __shared__ ClusterMailbox<Stats<C>> mailbox;  // the cluster's CTA statistics, pushed by each CTA
+    __shared__ ClusterMailbox<Stats<C>, kBlockRegsMaxCluster> mailbox;  // the cluster's CTA statistics, pushed by each CTA
 
     // One cluster per row (a persistent loop over rows made the compiler hoist per-pack addresses out of
     // it and spill the values): grid.x = C x rows_per_grid_row, grid.y = ceil(rows / rows_per_grid_row).

@@ -69,18 +69,17 @@ __device__ __forceinline__ void cluster_sync_unordered() {
 // f32 4096 x 128256 rows: the two barriers' MEMBARs held 18% of the stall samples). Protocol:
 // mailbox_open at the start (thread 0 sets up the mbarrier, every thread arrives at the cluster barrier,
 // relaxed), cluster_wait before the first post (every peer's mailbox is then set up), one post per
-// (sender, receiver), mailbox_wait, then read the slots. One use per kernel launch (phase 0).
-constexpr unsigned kMaxClusterCtas = 16;
-
-template <class T>
+// (sender, receiver), mailbox_wait, then read the slots. One use per kernel launch (phase 0). kSlots: the
+// largest cluster the kernel launches with.
+template <class T, int kSlots>
 struct ClusterMailbox {
     static_assert(sizeof(T) == 8 || sizeof(T) == 16, "a value is two 32- or 64-bit words");
-    T slots[kMaxClusterCtas];
+    T slots[kSlots];
     std::uint64_t landed;  // mbarrier: phase 0 completes once every rank's value has landed
 };
 
-template <class T>
-__device__ __forceinline__ void mailbox_open(ClusterMailbox<T>& box, unsigned ranks) {
+template <class T, int kSlots>
+__device__ __forceinline__ void mailbox_open(ClusterMailbox<T, kSlots>& box, unsigned ranks) {
 #if __CUDA_ARCH__ >= 900
     if (threadIdx.x == 0) {
         const unsigned landed = static_cast<unsigned>(__cvta_generic_to_shared(&box.landed));
@@ -97,8 +96,8 @@ __device__ __forceinline__ void mailbox_open(ClusterMailbox<T>& box, unsigned ra
 }
 
 // Stores `value` into slot `from_rank` of CTA `to_rank`'s mailbox (after cluster_wait()).
-template <class T>
-__device__ __forceinline__ void mailbox_post(ClusterMailbox<T>& box, const T& value, unsigned from_rank, unsigned to_rank) {
+template <class T, int kSlots>
+__device__ __forceinline__ void mailbox_post(ClusterMailbox<T, kSlots>& box, const T& value, unsigned from_rank, unsigned to_rank) {
 #if __CUDA_ARCH__ >= 900
     const unsigned local_slot = static_cast<unsigned>(__cvta_generic_to_shared(&box.slots[from_rank]));
     const unsigned local_landed = static_cast<unsigned>(__cvta_generic_to_shared(&box.landed));
@@ -120,8 +119,8 @@ __device__ __forceinline__ void mailbox_post(ClusterMailbox<T>& box, const T& va
 }
 
 // Waits until every rank's value has landed in this CTA's slots.
-template <class T>
-__device__ __forceinline__ void mailbox_wait(ClusterMailbox<T>& box) {
+template <class T, int kSlots>
+__device__ __forceinline__ void mailbox_wait(ClusterMailbox<T, kSlots>& box) {
 #if __CUDA_ARCH__ >= 900
     const unsigned landed = static_cast<unsigned>(__cvta_generic_to_shared(&box.landed));
     unsigned done = 0;
