@@ -57,6 +57,18 @@ constexpr int kGridRegsMaxThreads = 512;
 constexpr std::int64_t kGridRegsWideSliceBytes = 64 * 1024;
 constexpr std::int64_t kGridRegsMinLen = 24576;
 constexpr std::int64_t kGridRegsFullLen = 65536;
+// Since block-regs clusters push their statistics (no release barriers, perf-notes run 56), a cluster
+// per row beats grid-regs for f32 x once there is enough work, when the cluster plan is one of the push
+// instances (32 values per thread) at 2 CTAs per SM. H200, quick smx-bench, f32 softmax, us, grid-regs vs
+// a cluster per row (run 58, two samples each; run 57 for 32 rows): 8 x 65536 8.2/8.3 vs 7.9/8.2,
+// 16 x 65536 9.6/9.6 vs 8.9/8.9, 4 x 128256 8.4/8.2 vs 8.1/8.3 (the threshold), 8 x 128256 9.7/9.7 vs
+// 8.8/9.0, 16 x 128256 12.1/12.2 vs 11.3/11.2, 32 x 128256 17.3/16.6 vs 15.0/15.3, 4 x 256000 10.1/10.0
+// vs 9.2/9.3, 16 x 256000 16.8/16.7 vs 16.2/16.5; below it grid-regs wins or ties (1 x 128256 7.1/7.4 vs
+// 7.3/7.3, 2 x 128256 7.3/7.6 vs 7.8/7.9, 1 x 256000 8.0/8.0 vs 8.2/8.3, 2 x 256000 8.8/8.4 vs 8.5/8.6).
+// Not for 16-bit x (their cluster plans hold 64 packed values, and lost every case: bf16 8 x 128256 8.3
+// vs 9.5, 16 x 256000 13.3 vs 13.5) nor for clusters of 1024-thread CTAs (1 CTA per SM: f32 rows of
+// 524288 lost at every count, 8 rows 17.4 vs 22.4).
+constexpr std::int64_t kClusterOverGridMinElements = std::int64_t{1} << 19;
 // Split-row chunks: about row_len / 256 elements (so one row alone spreads over ~256 CTAs, two waves of
 // 132 SMs), at least 8192 (a CTA's fixed cost stays small: the rows that reach split-row are too many or
 // too long for grid-regs, so CTAs are plenty) and at most 65536 elements, and never more than 1024 chunks
@@ -459,7 +471,10 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
         if (wide.fits) grid_regs = wide;
     }
     const bool grid_fills_lightly = 2 * info.rows * grid_regs.chunks <= grid_regs.resident;
-    bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen &&
+    const bool cluster_outruns_grid = info.x_dtype == SMX_DTYPE_F32 && regs.fits && regs.values >= 32 &&
+                                      regs.ctas_per_sm >= kRegsMinCtasPerSm &&
+                                      info.rows * info.row_len >= kClusterOverGridMinElements;
+    bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen && !cluster_outruns_grid &&
                     (info.row_len >= kGridRegsFullLen || grid_fills_lightly);
     bool split = !use_grid && info.row_len >= kSplitRowMinLen && !regs.fits && info.rows < limits.multiprocessor_count;
     switch (long_rows_override()) {

@@ -35,11 +35,12 @@ std::int64_t grid_regs_resident_rows(const std::string& plan) {
     return plan_value(plan, "ctas_per_sm") * multiprocessor_count() / plan_value(plan, "chunks");
 }
 
-// The most rows of `row_len` the rule gives grid-regs on this device (0: grid-regs cannot take the
-// length): every row's CTAs resident at once, and below 65536 elements at most half of what the device
-// holds. From the plan of one row with grid-regs forced (CTAs per row and per SM in its text); from
-// 65536 elements, past that limit, from the plan with the wide slices (64 KiB) while those fit.
-std::int64_t grid_regs_max_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
+// The most rows of `row_len` that grid-regs can take on this device (0: not the length): every row's
+// CTAs resident at once, and below 65536 elements at most half of what the device holds. From the plan
+// of one row with grid-regs forced (CTAs per row and per SM in its text); from 65536 elements, past that
+// limit, from the plan with the wide slices (64 KiB) while those fit.
+std::int64_t grid_regs_capacity_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype,
+                                     std::int64_t row_len) {
     if (row_len < 24576) return 0;
     const ScopedLongRowsOverride grid("grid");
     const std::string plan = plan_for_rows(handle, x_dtype, y_dtype, 1, row_len);
@@ -51,6 +52,21 @@ std::int64_t grid_regs_max_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
     INFO("wide grid-regs: " << wide);
     CHECK(plan_value(wide, "slice") > plan_value(plan, "slice"));
     return std::max(limit, grid_regs_resident_rows(wide));
+}
+
+// The most rows of `row_len` the rule gives grid-regs: its capacity, and for f32 x whose cluster per row
+// is a 32-value instance at 2 CTAs per SM, fewer than 2^19 elements in all (from there the cluster wins).
+std::int64_t grid_regs_max_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
+    const std::int64_t capacity = grid_regs_capacity_rows(handle, x_dtype, y_dtype, row_len);
+    if (x_dtype != SMX_DTYPE_F32 || capacity == 0) return capacity;
+    const ScopedLongRowsOverride cluster("cluster");
+    const std::string plan = plan_for_rows(handle, x_dtype, y_dtype, 1, row_len);
+    const bool push_cluster = kernel_kind(plan) == "block-regs" && plan_value(plan, "values") >= 32 &&
+                              plan_value(plan, "ctas_per_sm") >= 2;
+    INFO("cluster per row: " << plan);
+    if (!push_cluster) return capacity;
+    const std::int64_t below_threshold = ((std::int64_t{1} << 19) - 1) / row_len;
+    return std::min(capacity, below_threshold);
 }
 
 // What the rule must pick for few long rows: grid-regs up to grid_regs_max_rows; beyond that split-row for
@@ -110,6 +126,27 @@ TEST_CASE("cuda decode: lengths and row counts around the long-row boundaries, e
     }
 }
 
+TEST_CASE("cuda decode: f32 rows leave grid-regs for a cluster per row at 2^19 elements in all", "[cuda]") {
+    CudaHandle handle;
+    struct Case {
+        std::int64_t row_len, last_grid_rows;  // last_grid_rows x row_len < 2^19 <= (last_grid_rows + 1) x row_len
+    };
+    for (const Case& c : {Case{65536, 7}, Case{128256, 4}, Case{131072, 3}, Case{256000, 2}}) {
+        for (bool log_mode : {false, true}) {
+            const std::string below = check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, c.last_grid_rows,
+                                                        c.row_len, log_mode);
+            const std::string at = check_random_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, c.last_grid_rows + 1,
+                                                     c.row_len, log_mode);
+            INFO("row_len " << c.row_len << " | " << below << " | " << at);
+            CHECK(kernel_kind(below) == "grid-regs");
+            CHECK(kernel_kind(at) == "block-regs");
+            CHECK(plan_value(at, "values") == 32);
+        }
+    }
+    // bf16 x keeps grid-regs there (its cluster plans hold 64 packed values and lost).
+    CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 5, 128256, false)) == "grid-regs");
+}
+
 TEST_CASE("cuda decode: grid-regs at its row-count limit, and one row past it", "[cuda][sanitize]") {
     CudaHandle handle;
     // From 65536 elements the limit is every CTA resident at once, which the grid barrier needs: the
@@ -139,6 +176,7 @@ TEST_CASE("cuda decode: wide grid-regs slices past the length's limit, the same 
     struct Case {
         smxDataType_t x, y;
     };
+    // The rule gives f32 rows of 128256 to a cluster per row from 5 rows, so f32 runs with grid-regs forced.
     const std::int64_t row_len = 128256;
     for (const Case& c : {Case{SMX_DTYPE_F32, SMX_DTYPE_F32}, Case{SMX_DTYPE_BF16, SMX_DTYPE_F32}}) {
         std::string one_plan;
@@ -147,8 +185,9 @@ TEST_CASE("cuda decode: wide grid-regs slices past the length's limit, the same 
             one_plan = plan_for_rows(handle.get(), c.x, c.y, 1, row_len);
         }
         REQUIRE(kernel_kind(one_plan) == "grid-regs");
+        const ScopedLongRowsOverride forced(c.x == SMX_DTYPE_F32 ? "grid" : "rule");
         const std::int64_t narrow_rows = grid_regs_resident_rows(one_plan);
-        const std::int64_t max_rows = grid_regs_max_rows(handle.get(), c.x, c.y, row_len);
+        const std::int64_t max_rows = grid_regs_capacity_rows(handle.get(), c.x, c.y, row_len);
         INFO(dtype_name(c.x) << " narrow limit " << narrow_rows << " wide limit " << max_rows);
         REQUIRE(max_rows > narrow_rows + 1);
         const std::int64_t fewer = narrow_rows + 1;
