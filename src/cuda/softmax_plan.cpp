@@ -525,6 +525,13 @@ constexpr std::size_t kSpatialSliceBudgets[] = {64 * 1024};
 // per SM, but never into slices shorter than kSpatialMinSlice axis positions (fixed costs would dominate).
 constexpr std::int64_t kSpatialSpreadCtasPerSm = 2;
 constexpr std::int64_t kSpatialMinSlice = 64;
+// A whole column in one CTA (no cluster) is taken with tile rows down to this many 16-byte vectors (64
+// bytes) before wider rows split over a cluster. H200, perf-notes runs 60-61 (quick smx-bench, softmax):
+// every doubling of the cluster cost 7-15 points of copy, so 32x1024x1024 dim=1 runs unclustered at
+// 64-byte rows: bf16/f16 -> f32 62.5-64.5 -> 69.0-70.0%, -> 16-bit 64-64.5 -> 64.3-66.1%, f32 80.3-80.6 ->
+// 80.1-80.4%. A smaller cluster at narrower rows did not pay (16x8x4096x64 dim=2 and the transpose at
+// 64 bytes and a cluster of 4, against 128 bytes and 8: 2-8 points slower; 32-byte rows 10-40 slower).
+constexpr int kSpatialMinUnclusteredVectors = 4;
 
 // A spatial-tile configuration: 16-byte vectors per tile row, cluster size, axis positions per CTA.
 struct SpatialTileChoice {
@@ -535,9 +542,10 @@ struct SpatialTileChoice {
     std::size_t shared_bytes = 0;
 };
 
-// The first configuration that caches whole columns: wide tile rows (256 bytes) and the smallest cluster
-// within the per-CTA budget, then narrower rows (down to 32 bytes), then the opt-in limit with clusters
-// up to 16 (non-portable) and rows down to 16 bytes. fits = false: no cluster holds a column.
+// The first configuration that caches whole columns: one CTA per column tile at rows of 256 down to 64
+// bytes within the per-CTA budget; else wide tile rows (256 bytes) and the smallest cluster within the
+// budget, then narrower rows (down to 32 bytes), then the opt-in limit with clusters up to 16
+// (non-portable) and rows down to 16 bytes. fits = false: no cluster holds a column.
 smxStatus_t choose_spatial_tile(const SoftmaxInfo& info, const DeviceLimits& limits, const void* kernel,
                                 SpatialTileChoice* choice) {
     *choice = {};
@@ -578,6 +586,10 @@ smxStatus_t choose_spatial_tile(const SoftmaxInfo& info, const DeviceLimits& lim
     };
 
     bool placed = false;
+    for (int vectors = max_vectors; vectors >= std::min(max_vectors, kSpatialMinUnclusteredVectors) && !placed;
+         vectors /= 2) {
+        SMX_RETURN_IF_ERROR(try_config(vectors, 1, kSpatialSliceBudgets[0], &placed));
+    }
     const int max_cluster = clusters ? 8 : 1;
     for (const std::size_t budget : kSpatialSliceBudgets) {
         for (int vectors = max_vectors; vectors >= std::min(max_vectors, 2) && !placed; vectors /= 2) {

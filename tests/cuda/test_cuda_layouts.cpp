@@ -205,11 +205,13 @@ TEST_CASE("cuda layouts: zero-size tensors succeed and write nothing", "[cuda]")
 namespace {
 
 // The spatial tile kernel's cases: (outer, n, inner) along axis 1, so one test names the tile shapes it
-// reaches: whole 256-byte tile rows, clusters of 2..16 CTAs, a partial last tile, inner narrower than a
-// 16-byte vector, and a column too long for any cluster (the two-pass fallback).
+// reaches: a whole column in one CTA, whole 256-byte tile rows, clusters of 2..16 CTAs, a partial last
+// tile, inner narrower than a 16-byte vector, and a column too long for any cluster (the two-pass fallback).
+enum class Clustered { Any, No, Yes };
 struct SpatialCase {
     std::int64_t outer, row_len, inner;
     const char* kernel;  // the kernel kind the plan must name
+    Clustered clustered = Clustered::Any;
 };
 
 void check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t x_dtype, smxDataType_t y_dtype,
@@ -223,6 +225,7 @@ void check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t 
     INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
     CHECK(mismatch == "");
     CHECK(kernel_kind(plan) == c.kernel);
+    if (c.clustered != Clustered::Any) CHECK((plan_value(plan, "cluster") > 1) == (c.clustered == Clustered::Yes));
 }
 
 }  // namespace
@@ -230,7 +233,8 @@ void check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t 
 TEST_CASE("cuda layouts: spatial tiles, clusters, partial tiles, narrow inner and the long-column fallback", "[cuda]") {
     CudaHandle handle;
     const SpatialCase cases[] = {
-        {3, 1000, 64, "spatial-tile"},      // wide tile rows, a cluster per column tile
+        {3, 1000, 64, "spatial-tile", Clustered::No},    // 64-byte tile rows, a whole column per CTA
+        {3, 2000, 64, "spatial-tile", Clustered::Yes},   // wide tile rows, a cluster per column tile
         {2, 9000, 40, "spatial-tile"},      // narrower tile rows to fit a cluster of 8
         {1, 70000, 16, "spatial-tile"},     // a cluster of up to 16 at the opt-in limit
         {5, 300, 7, "spatial-tile"},        // inner narrower than one 16-byte vector
