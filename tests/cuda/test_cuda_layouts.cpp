@@ -233,7 +233,7 @@ void check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t 
 TEST_CASE("cuda layouts: spatial tiles, clusters, partial tiles, narrow inner and the long-column fallback", "[cuda]") {
     CudaHandle handle;
     const SpatialCase cases[] = {
-        {3, 1000, 64, "spatial-tile", Clustered::No},    // 64-byte tile rows, a whole column per CTA
+        {3, 1000, 64, "spatial-tile"},                   // few tiles: spread over a cluster per column tile
         {3, 2000, 64, "spatial-tile", Clustered::Yes},   // wide tile rows, a cluster per column tile
         {2, 9000, 40, "spatial-tile"},      // narrower tile rows to fit a cluster of 8
         {1, 70000, 16, "spatial-tile"},     // a cluster of up to 16 at the opt-in limit
@@ -251,6 +251,17 @@ TEST_CASE("cuda layouts: spatial tiles, clusters, partial tiles, narrow inner an
                 check_spatial_case(handle.get(), c, pair.x, pair.y, 0, 1, log_mode);  // y element-wise
             }
         }
+    }
+}
+
+TEST_CASE("cuda layouts: columns one CTA caches at 64-byte tile rows run without a cluster", "[cuda]") {
+    CudaHandle handle;
+    // 1000 positions x 64 bytes fill the 64 KB budget; 140 outer indices give enough tiles (2 or 4 per
+    // outer index) that the plan does not spread them over clusters to fill the SMs.
+    const SpatialCase unclustered{140, 1000, 64, "spatial-tile", Clustered::No};
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16}};
+    for (const DtypePair& pair : pairs) {
+        for (bool log_mode : {false, true}) check_spatial_case(handle.get(), unclustered, pair.x, pair.y, 0, 0, log_mode);
     }
 }
 
