@@ -45,18 +45,20 @@ inline bool is_supported_dtype_pair(smxDataType_t x, smxDataType_t y) {
 // ---- binary16 / bfloat16 <-> double, bit exact -------------------------------------------------
 
 inline double half_bits_to_double(std::uint16_t h) {
-    const int sign = (h >> 15) & 1;
-    const int exponent = (h >> 10) & 0x1f;
-    const int mantissa = h & 0x3ff;
-    double magnitude;
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
+    const std::uint32_t exponent = (h >> 10) & 0x1f;
+    const std::uint32_t mantissa = h & 0x3ff;
     if (exponent == 0) {
-        magnitude = static_cast<double>(mantissa) * 0x1p-24;  // subnormal: mantissa * 2^-24
-    } else if (exponent == 31) {
-        magnitude = mantissa ? __builtin_nan("") : __builtin_inf();
-    } else {
-        magnitude = static_cast<double>(1024 + mantissa) * __builtin_ldexp(1.0, exponent - 25);
+        const double magnitude = static_cast<double>(mantissa) * 0x1p-24;  // subnormal: mantissa * 2^-24
+        return sign != 0 ? -magnitude : magnitude;
     }
-    return sign ? -magnitude : magnitude;
+    // Normals re-biased into a float (every binary16 value is exact in float); 31 becomes the float's
+    // all-ones exponent, keeping infinities and NaN payloads.
+    const std::uint32_t float_exponent = exponent == 31 ? 0xff : exponent + (127 - 15);
+    const std::uint32_t bits = sign | (float_exponent << 23) | (mantissa << 13);
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return static_cast<double>(f);
 }
 
 inline double bf16_bits_to_double(std::uint16_t b) {

@@ -1,6 +1,7 @@
 // Unit tests of the host conversions in src/common/dtype.cpp (linked into the tests directly): exhaustive
-// round trips of both 16-bit formats, ties to even at every midpoint, overflow, subnormals, NaN, and a
-// cross-check of double -> f16 against GCC's _Float16 and of float -> bf16 against integer rounding.
+// round trips of both 16-bit formats, ties to even at every midpoint, overflow, subnormals, NaN, and
+// cross-checks of double -> f16 / bf16 against a plain frexp / nearbyint rounding, of double -> f16
+// against GCC's _Float16 and of float -> bf16 against integer rounding.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -147,6 +148,69 @@ TEST_CASE("NaN inputs of either sign and any payload give NaN", "[dtype]") {
         CHECK(is_half_nan(double_to_half_bits(nan)));
         CHECK(is_bf16_nan(double_to_bf16_bits(nan)));
     }
+}
+
+namespace {
+
+// The conversions written the plain way, as an independent oracle for the integer version in dtype.cpp:
+// scale the magnitude by a power of two so the target's unit (2^(e - m) for normals, the fixed subnormal
+// unit below them) becomes 1, round with nearbyint (ties to even), then rebuild the bit pattern.
+std::uint16_t plain_round(double value, int mantissa_bits, int min_normal_exponent, int subnormal_unit_exponent,
+                          double overflow_at, std::uint16_t infinity, std::uint16_t nan_bits, int bias) {
+    const std::uint16_t sign = std::signbit(value) ? 0x8000 : 0;
+    if (std::isnan(value)) return nan_bits;
+    const double magnitude = std::fabs(value);
+    if (std::isinf(magnitude)) return sign | infinity;
+    if (magnitude == 0.0) return sign;
+    int exponent;
+    std::frexp(magnitude, &exponent);  // magnitude = f x 2^exponent, f in [0.5, 1)
+    const int unit_exponent =
+        exponent - 1 >= min_normal_exponent ? exponent - 1 - mantissa_bits : subnormal_unit_exponent;
+    const double units = std::nearbyint(std::ldexp(magnitude, -unit_exponent));
+    const double rounded = std::ldexp(units, unit_exponent);
+    if (rounded >= overflow_at) return sign | infinity;
+    if (rounded < std::ldexp(1.0, min_normal_exponent)) return sign | static_cast<std::uint16_t>(units);
+    int rounded_exponent;
+    const double fraction = std::frexp(rounded, &rounded_exponent);  // rounding may carry into the next binade
+    const auto mantissa = static_cast<std::uint16_t>(std::ldexp(fraction, mantissa_bits + 1)) &
+                          static_cast<std::uint16_t>((1u << mantissa_bits) - 1);
+    return sign | static_cast<std::uint16_t>((rounded_exponent - 1 + bias) << mantissa_bits) | mantissa;
+}
+
+std::uint16_t plain_half(double value) { return plain_round(value, 10, -14, -24, 65536.0, 0x7c00, 0x7e00, 15); }
+std::uint16_t plain_bf16(double value) { return plain_round(value, 7, -126, -133, 0x1p128, 0x7f80, 0x7fc0, 127); }
+
+// A random double: random sign and 52-bit mantissa, binary exponent uniform in [low, high] (double
+// subnormals when below -1022, infinities past 1023).
+double random_double(std::mt19937_64& rng, int low, int high) {
+    const int exponent = std::uniform_int_distribution<int>(low, high)(rng);
+    const std::uint64_t mantissa = rng() & ((std::uint64_t{1} << 52) - 1);
+    double value = std::ldexp(1.0 + std::ldexp(static_cast<double>(mantissa), -52), exponent);
+    if (exponent < -1022) value = std::ldexp(static_cast<double>(mantissa), -1074);  // a double subnormal
+    return (rng() & 1) ? -value : value;
+}
+
+}  // namespace
+
+TEST_CASE("double -> f16 / bf16 agree with the plain frexp / nearbyint rounding on random doubles", "[dtype]") {
+    std::mt19937_64& rng = smx_test::test_rng();
+    struct Range {
+        int low, high;
+    };
+    int mismatches = 0;
+    // Each format's subnormals, normals and overflow densely, then the whole double range.
+    for (const Range range : {Range{-30, 17}, Range{-140, 130}, Range{-1080, 1024}}) {
+        for (int i = 0; i < 300000; ++i) {
+            const double value = random_double(rng, range.low, range.high);
+            const std::uint16_t half = double_to_half_bits(value), half_plain = plain_half(value);
+            const std::uint16_t bf16 = double_to_bf16_bits(value), bf16_plain = plain_bf16(value);
+            if ((half != half_plain || bf16 != bf16_plain) && ++mismatches <= 5) {
+                FAIL_CHECK("double " << value << ": f16 " << half << " vs plain " << half_plain << ", bf16 " << bf16
+                                     << " vs plain " << bf16_plain);
+            }
+        }
+    }
+    CHECK(mismatches == 0);
 }
 
 #if defined(__FLT16_MAX__)
