@@ -61,10 +61,11 @@ constexpr std::int64_t kGridRegsFullLen = 65536;
 // per row beats grid-regs for f32 x once there is enough work, when the cluster plan is one of the push
 // instances (32 values per thread) at 2 CTAs per SM. H200, quick smx-bench, f32 softmax, us, grid-regs vs
 // a cluster per row (run 58, two samples each; run 57 for 32 rows): 8 x 65536 8.2/8.3 vs 7.9/8.2,
-// 16 x 65536 9.6/9.6 vs 8.9/8.9, 4 x 128256 8.4/8.2 vs 8.1/8.3 (the threshold), 8 x 128256 9.7/9.7 vs
-// 8.8/9.0, 16 x 128256 12.1/12.2 vs 11.3/11.2, 32 x 128256 17.3/16.6 vs 15.0/15.3, 4 x 256000 10.1/10.0
-// vs 9.2/9.3, 16 x 256000 16.8/16.7 vs 16.2/16.5; below it grid-regs wins or ties (1 x 128256 7.1/7.4 vs
-// 7.3/7.3, 2 x 128256 7.3/7.6 vs 7.8/7.9, 1 x 256000 8.0/8.0 vs 8.2/8.3, 2 x 256000 8.8/8.4 vs 8.5/8.6).
+// 16 x 65536 9.6/9.6 vs 8.9/8.9, 8 x 128256 9.7/9.7 vs 8.8/9.0, 16 x 128256 12.1/12.2 vs 11.3/11.2,
+// 32 x 128256 17.3/16.6 vs 15.0/15.3, 4 x 256000 10.1/10.0 vs 9.2/9.3, 16 x 256000 16.8/16.7 vs
+// 16.2/16.5; just under 2^19 elements a tie (4 x 128256 8.4/8.2 vs 8.1/8.3), below it grid-regs wins or
+// ties (1 x 128256 7.1/7.4 vs 7.3/7.3, 2 x 128256 7.3/7.6 vs 7.8/7.9, 1 x 256000 8.0/8.0 vs 8.2/8.3,
+// 2 x 256000 8.8/8.4 vs 8.5/8.6).
 // Not for 16-bit x (their cluster plans hold 64 packed values, and lost every case: bf16 8 x 128256 8.3
 // vs 9.5, 16 x 256000 13.3 vs 13.5) nor for clusters of 1024-thread CTAs (1 CTA per SM: f32 rows of
 // 524288 lost at every count, 8 rows 17.4 vs 22.4).
