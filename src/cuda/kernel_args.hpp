@@ -57,18 +57,21 @@ constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs 
 constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes = 256 bytes of a row per tile
 
 // The instantiated warp shapes per 16-byte pack size (elements per 16 bytes of x), sorted by capacity.
-// Narrow rows: one pack per lane and 1..32 lanes, 2 rows per thread for two loads in flight. Wide rows:
-// 32 lanes and several packs per lane (which already gives several loads in flight).
+// Narrow rows: one pack per lane and 1..32 lanes. Wide rows: 32 lanes and several packs per lane (which
+// already gives several loads in flight). Narrow rows take one row per thread (more, smaller CTAs at 16
+// per SM) except f32 x written to a narrower y and f64, which take two; f32 x lists both, sorted by
+// rows per thread at equal capacity (choose_warp_shape picks; perf-notes run 66).
 template <int kPack>
 struct WarpShapeTable;
 template <>
 struct WarpShapeTable<8> {  // f16, bf16
-    static constexpr std::array<WarpShape, 9> shapes{{{1, 8, 2}, {2, 8, 2}, {4, 8, 2}, {8, 8, 2}, {16, 8, 2},
+    static constexpr std::array<WarpShape, 9> shapes{{{1, 8, 1}, {2, 8, 1}, {4, 8, 1}, {8, 8, 1}, {16, 8, 1},
                                                       {32, 8, 2}, {32, 16, 1}, {32, 24, 1}, {32, 32, 1}}};
 };
 template <>
 struct WarpShapeTable<4> {  // f32
-    static constexpr std::array<WarpShape, 10> shapes{{{1, 4, 2}, {2, 4, 2}, {4, 4, 2}, {8, 4, 2}, {16, 4, 2},
+    static constexpr std::array<WarpShape, 15> shapes{{{1, 4, 1}, {1, 4, 2}, {2, 4, 1}, {2, 4, 2}, {4, 4, 1},
+                                                       {4, 4, 2}, {8, 4, 1}, {8, 4, 2}, {16, 4, 1}, {16, 4, 2},
                                                        {32, 4, 2}, {32, 8, 1}, {32, 16, 1}, {32, 24, 1},
                                                        {32, 32, 1}}};
 };
@@ -79,9 +82,15 @@ struct WarpShapeTable<2> {  // f64
                                                        {32, 24, 1}, {32, 32, 1}}};
 };
 
-// Index of the smallest shape whose capacity holds `row_len` (<= kWarpMaxRowLen) for an x element of
-// `x_size` bytes; the shape itself through *shape.
-int choose_warp_shape(std::int64_t row_len, std::size_t x_size, WarpShape* shape);
+// Rows per thread of the narrow warp shapes (fewer than 32 lanes) for x and y elements of these sizes.
+constexpr int warp_narrow_rows_per_thread(std::size_t x_size, std::size_t y_size) {
+    return x_size == 2 || (x_size == 4 && y_size == 4) ? 1 : 2;
+}
+
+// Index of the smallest shape whose capacity holds `row_len` (<= kWarpMaxRowLen) for x and y elements of
+// `x_size` and `y_size` bytes, with the rows per thread that pair takes on narrow rows; the shape itself
+// through *shape.
+int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_size, WarpShape* shape);
 
 // Kernel instances, or nullptr for a dtype pair that has none. Defined next to each kernel family.
 const void* warp_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index);

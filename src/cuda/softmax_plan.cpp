@@ -234,7 +234,7 @@ smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size
 
 smxStatus_t plan_warp(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     cuda::WarpShape shape{};
-    const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), &shape);
+    const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
     const void* kernel = cuda::warp_softmax_kernel(info.x_dtype, info.y_dtype, shape_index);
     SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "warp"));
     const std::int64_t rows_per_block =
@@ -703,10 +703,19 @@ smxStatus_t plan_general(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
 
 namespace cuda {
 
-int choose_warp_shape(std::int64_t row_len, std::size_t x_size, WarpShape* shape) {
+int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_size, WarpShape* shape) {
+    // Narrow rows (fewer than 32 lanes), H200, perf-notes run 66 (quick smx-bench, two samples, % of copy,
+    // two rows per thread -> one): 16-bit x 1048576 x 32 +2-5 points (bf16 -> bf16 81.6 -> 85.4-86.8,
+    // f16 -> f32 log 87.4 -> 89.1-90.0), 1048576 x 128 16 -> 16 +1-5 (f16 softmax 90.2 -> 95.5), 16 -> f32
+    // +0.5; f32 -> f32 1048576 x 32 +2-4 (91.0 -> 94.3-95.4); but f32 -> bf16 1048576 x 32 -2.5 (89.6 ->
+    // 87.0): f32 x written narrower keeps two. (Four rows per thread lost 6-17 points everywhere, run 65.)
+    const int narrow_rows = warp_narrow_rows_per_thread(x_size, y_size);
     const auto pick = [&](const auto& shapes) {
         int index = 0;
-        while (index + 1 < static_cast<int>(shapes.size()) && shapes[index].capacity() < row_len) ++index;
+        const auto fits = [&](const WarpShape& s) {
+            return s.capacity() >= row_len && (s.lanes == 32 || s.rows_per_thread == narrow_rows);
+        };
+        while (index + 1 < static_cast<int>(shapes.size()) && !fits(shapes[index])) ++index;
         *shape = shapes[index];
         return index;
     };

@@ -22,14 +22,6 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
     static_assert(kCols % kPack == 0, "a lane holds whole packs");
     constexpr int kPacksPerLane = kCols / kPack;
     constexpr int kRowsPerWarp = (32 / kLanes) * kRowsPerThread;
-    // Which rows a thread holds. 16-bit rows shorter than a 128-byte line: the warp's groups take
-    // consecutive rows at each of a thread's rows, so one load or store instruction covers a contiguous
-    // span instead of half of each of twice as many lines (H200, perf-notes run 40: 1048576 x 32 f16/bf16
-    // -> same 73-79 -> 77-83% of copy, -> f32 84 -> 87-88%; x 16 -> f32 49 -> 80%; x 8 +5-20 points).
-    // Elsewhere a thread's rows are adjacent: f32 instances at 32 registers spill with the other order, and
-    // 16-bit -> 16-bit rows of two lanes (16 elements) measured 5% slower with it.
-    constexpr bool kGroupsInterleave = sizeof(X) == 2 && kLanes * 16 < 128 && !(kLanes == 2 && sizeof(Y) == 2);
-
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
     const int row_len = static_cast<int>(args.row_len);  // <= kWarpMaxRowLen
@@ -43,9 +35,9 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
 
     // The loop bound is per warp (not per group) so every lane reaches every shuffle.
     for (std::int64_t warp_row = first_warp * kRowsPerWarp; warp_row < args.rows; warp_row += warp_step) {
-        const auto row_of = [&](int r) -> std::int64_t {
-            return kGroupsInterleave ? warp_row + r * (32 / kLanes) + group : warp_row + group * kRowsPerThread + r;
-        };
+        // A thread's rows are adjacent. (16-bit rows under 128 bytes once gave a warp's groups consecutive
+        // rows at each of two rows per thread, run 40; since run 66 they take one row per thread.)
+        const auto row_of = [&](int r) -> std::int64_t { return warp_row + group * kRowsPerThread + r; };
         C values[kRowsPerThread][kCols];
         C row_max[kRowsPerThread];
 #pragma unroll
@@ -146,10 +138,12 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
 // 0: none stated). f32 with at most 8 values: a full SM of 128-thread CTAs (16, at most 32 registers). At
 // 40 registers only 12 fit, and ncu showed f32 1048576 x 128 latency-bound at 65% achieved occupancy (no
 // eligible warp 52% of cycles, DRAM 81%) where PyTorch's 31-register kernel ran at 84% and 86%. 16-bit x
-// with 16 values: 12 (40 registers instead of 48, which left 10); with 32 values: 8 (64 instead of 72,
-// which left 7). f64 would spill at these bounds.
+// with 8 values (one row per thread): 16 likewise (39-40 registers unbounded, no spills at 32); with 16
+// values: 12 (40 registers instead of 48, which left 10); with 32 values: 8 (64 instead of 72, which left
+// 7). f64 would spill at these bounds.
 template <class X, int kCols, int kRowsPerThread>
 constexpr int kWarpMinCtasPerSm = sizeof(X) == 4 && kCols * kRowsPerThread <= 8    ? 16
+                                  : sizeof(X) == 2 && kCols * kRowsPerThread == 8  ? 16
                                   : sizeof(X) == 2 && kCols * kRowsPerThread == 16 ? 12
                                   : sizeof(X) == 2 && kCols * kRowsPerThread == 32 ? 8
                                                                                    : 0;
@@ -162,7 +156,9 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softma
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 const void* warp_kernel_pointer() {
     constexpr int kMinCtas = kWarpMinCtasPerSm<X, kCols, kRowsPerThread>;
-    if constexpr (kMinCtas > 0) {
+    if constexpr (kLanes < 32 && kRowsPerThread != warp_narrow_rows_per_thread(sizeof(X), sizeof(Y))) {
+        return nullptr;  // a narrow shape this pair does not take (f32 x lists both row counts)
+    } else if constexpr (kMinCtas > 0) {
         return reinterpret_cast<const void*>(&warp_softmax_bounded<X, Y, kLanes, kCols, kRowsPerThread, kMinCtas>);
     } else {
         return reinterpret_cast<const void*>(&warp_softmax<X, Y, kLanes, kCols, kRowsPerThread>);

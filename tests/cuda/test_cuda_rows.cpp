@@ -78,8 +78,8 @@ TEST_CASE("cuda rows: every dtype pair in both modes matches the reference", "[c
     struct Shape {
         std::int64_t rows, row_len;
     };
-    // 7, 16 and 32 columns: 16-bit x on one, two and four lanes per row (the warp kernel interleaves the
-    // rows of a warp's groups there for some pairs), row counts that end in a partial warp.
+    // 7, 16 and 32 columns: 16-bit x on one, two and four lanes per row, row counts that end in a partial
+    // warp.
     const Shape shapes[] = {{33, 7}, {35, 16}, {29, 32}, {37, 1000}, {3, 50000}, {2, 131073}};
     const smxDataType_t float_types[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32};
     for (const Shape& shape : shapes) {
@@ -92,6 +92,34 @@ TEST_CASE("cuda rows: every dtype pair in both modes matches the reference", "[c
             check_rows_case(handle.get(), SMX_DTYPE_F64, SMX_DTYPE_F64, shape.rows, shape.row_len, log_mode, nullptr);
         }
     }
+}
+
+TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x written narrower and f64", "[cuda]") {
+    CudaHandle handle;
+    // Row lengths on 1, 2, 4, 8 and 16 lanes (16-bit x: 8 per lane, f32: 4, f64: 2) and one on 32 lanes, with
+    // row counts that leave the last CTA and warp partly empty.
+    const std::int64_t row_lengths[] = {5, 8, 9, 16, 30, 64, 100, 256};
+    const smxDataType_t float_types[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32};
+    const auto expected_rows_per_thread = [](smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
+        const int per_lane = x_dtype == SMX_DTYPE_F64 ? 2 : x_dtype == SMX_DTYPE_F32 ? 4 : 8;
+        if (row_len > 16 * per_lane) return row_len <= 32 * per_lane ? 2 : 1;  // 32 lanes
+        if (x_dtype == SMX_DTYPE_F64 || (x_dtype == SMX_DTYPE_F32 && y_dtype != SMX_DTYPE_F32)) return 2;
+        return 1;
+    };
+    const auto check_pair = [&](smxDataType_t x_dtype, smxDataType_t y_dtype) {
+        for (std::int64_t row_len : row_lengths) {
+            const std::int64_t rows = 3001 + row_len;
+            const std::string plan = check_random_rows(handle.get(), x_dtype, y_dtype, rows, row_len, row_len % 2 == 0);
+            INFO("plan: " << plan);
+            REQUIRE(kernel_kind(plan) == "warp");
+            const int expected = expected_rows_per_thread(x_dtype, y_dtype, row_len);
+            CHECK(plan.find("rows_per_thread=" + std::to_string(expected) + " ") != std::string::npos);
+        }
+    };
+    for (smxDataType_t x_dtype : float_types) {
+        for (smxDataType_t y_dtype : float_types) check_pair(x_dtype, y_dtype);
+    }
+    check_pair(SMX_DTYPE_F64, SMX_DTYPE_F64);
 }
 
 TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", "[cuda][sanitize]") {
