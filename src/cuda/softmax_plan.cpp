@@ -708,7 +708,7 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
     // two rows per thread -> one): 16-bit x 1048576 x 32 +2-5 points (bf16 -> bf16 81.6 -> 85.4-86.8,
     // f16 -> f32 log 87.4 -> 89.1-90.0), 1048576 x 128 16 -> 16 +1-5 (f16 softmax 90.2 -> 95.5), 16 -> f32
     // +0.5; f32 -> f32 1048576 x 32 +2-4 (91.0 -> 94.3-95.4); but f32 -> bf16 1048576 x 32 -2.5 (89.6 ->
-    // 87.0): f32 x written narrower keeps two. (Four rows per thread lost 6-17 points everywhere, run 65.)
+    // 87.0): f32 x written narrower keeps two. (Four rows per thread lost 6-18 points everywhere, run 65.)
     const int narrow_rows = warp_narrow_rows_per_thread(x_size, y_size);
     const auto pick = [&](const auto& shapes) {
         int index = 0;
