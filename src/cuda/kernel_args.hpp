@@ -51,7 +51,7 @@ struct WarpShape {
     constexpr int capacity() const { return lanes * cols_per_lane; }
 };
 
-constexpr int kWarpKernelThreads = 128;  // 4 warps: small blocks keep the persistent grid evenly spread
+constexpr int kWarpKernelThreads = 128;  // 4 warps: small CTAs, many of them overlapping on each SM
 constexpr int kWarpMaxRowLen = 1024;     // 32 lanes x 32 register-held elements per lane
 constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs per SM
 constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes = 256 bytes of a row per tile

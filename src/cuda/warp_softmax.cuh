@@ -1,6 +1,7 @@
 // warp_softmax.cuh - short rows (row_len <= kWarpMaxRowLen), Rows layout: a group of kLanes threads
-// (1..32, a power of two) owns a row, held in registers; several rows per warp, kRowsPerThread rows per
-// thread for memory-level parallelism; warp-shuffle reductions over the group; grid-stride over rows.
+// (1..32, a power of two) owns a row, held in registers; several rows per warp, kRowsPerThread (1 or 2)
+// rows per thread; warp-shuffle reductions over the group; grid-stride over rows (the plan's grid covers
+// every row once).
 // Traffic: x read once, y written once. 16-byte loads/stores when run() found the pointers and row
 // strides aligned (args.x_vector / args.y_vector), element-wise otherwise (same register layout).
 #pragma once
