@@ -234,7 +234,8 @@ smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size
 
 smxStatus_t plan_warp(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     cuda::WarpShape shape{};
-    const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
+    const int shape_index =
+        cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
     const void* kernel = cuda::warp_softmax_kernel(info.x_dtype, info.y_dtype, shape_index);
     SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "warp"));
     const std::int64_t rows_per_block =

@@ -136,15 +136,14 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
 }
 
 // Shapes that state a minimum of CTAs per SM (each a register bound the compiler meets without spills;
-// 0: none stated). f32 with at most 8 values: a full SM of 128-thread CTAs (16, at most 32 registers). At
-// 40 registers only 12 fit, and ncu showed f32 1048576 x 128 latency-bound at 65% achieved occupancy (no
-// eligible warp 52% of cycles, DRAM 81%) where PyTorch's 31-register kernel ran at 84% and 86%. 16-bit x
-// with 8 values (one row per thread): 16 likewise (39-40 registers unbounded, no spills at 32); with 16
-// values: 12 (40 registers instead of 48, which left 10); with 32 values: 8 (64 instead of 72, which left
-// 7). f64 would spill at these bounds.
+// 0: none stated). At most 8 values (f32, and 16-bit x at one row per thread): a full SM of 128-thread
+// CTAs (16, at most 32 registers). At 40 registers only 12 fit, and ncu showed f32 1048576 x 128
+// latency-bound at 65% achieved occupancy (no eligible warp 52% of cycles, DRAM 81%) where PyTorch's
+// 31-register kernel ran at 84% and 86%; the 16-bit shapes took 39-40 unbounded, none spill at 32. 16-bit
+// x with 16 values: 12 (40 registers instead of 48, which left 10); with 32 values: 8 (64 instead of 72,
+// which left 7). f64 would spill at these bounds.
 template <class X, int kCols, int kRowsPerThread>
-constexpr int kWarpMinCtasPerSm = sizeof(X) == 4 && kCols * kRowsPerThread <= 8    ? 16
-                                  : sizeof(X) == 2 && kCols * kRowsPerThread == 8  ? 16
+constexpr int kWarpMinCtasPerSm = sizeof(X) <= 4 && kCols * kRowsPerThread <= 8    ? 16
                                   : sizeof(X) == 2 && kCols * kRowsPerThread == 16 ? 12
                                   : sizeof(X) == 2 && kCols * kRowsPerThread == 32 ? 8
                                                                                    : 0;
