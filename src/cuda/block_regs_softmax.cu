@@ -30,7 +30,6 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     // widened values would not fit in registers, and rows of 32000+ elements gained from the bytes in
     // flight (H200: 8192x32000 f16->f32 60% -> 81%).
     constexpr bool kPackedHold = kValues == 64;
-    using Held = std::conditional_t<kPackedHold, X, C>;
     __shared__ Stats<C> warp_partials[32];
     __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
     __shared__ Stats<C> cluster_stats;
@@ -86,19 +85,18 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
         }
         C edge = has_edge ? to_compute(x_slice[edge_index]) : neg_inf<C>();
         bool loaded[kPacks];
-        Held held[kValues];
+        C held[kPackedHold ? 1 : kValues];  // widened values (packed hold: raw is what the thread holds)
 #pragma unroll
         for (int p = 0; p < kPacks; ++p) {
             loaded[p] = p * threads + tid < body_packs;
-#pragma unroll
-            for (int k = 0; k < kPack; ++k) {
-                if constexpr (kPackedHold) held[p * kPack + k] = raw[p].value[k];
-                else held[p * kPack + k] = to_compute(raw[p].value[k]);
-            }
+            if constexpr (!kPackedHold) widen_pack(raw[p], &held[p * kPack]);
         }
         const auto value = [&](int i) -> C {
-            if constexpr (kPackedHold) return widen_on_use(held[i]);
-            return held[i];
+            if constexpr (kPackedHold) {
+                return widen_element_on_use(raw[i / kPack], i % kPack);
+            } else {
+                return held[i];
+            }
         };
 
         // This thread's statistics, shifted by its own max (0 when it holds only -inf, so padding adds

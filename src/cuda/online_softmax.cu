@@ -49,7 +49,7 @@ __device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack>
         for (int u = 0; u < kUnroll; ++u) {
             if (!loaded[u]) continue;
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) sum += exp(widen_on_use(raw[u].value[k]));
+            for (int k = 0; k < kPack; ++k) sum += exp(widen_element_on_use(raw[u], k));
         }
         return sum;
     });

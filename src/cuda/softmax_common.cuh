@@ -54,29 +54,6 @@ __device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat16
 __device__ __forceinline__ float to_compute(float v) { return v; }
 __device__ __forceinline__ double to_compute(double v) { return v; }
 
-// Widens one input element that a kernel holds in registers in its own dtype, where it is used. A plain
-// conversion lets the compiler widen every held value once and keep the floats, which doubles the
-// registers of 16-bit rows (e.g. 128 instead of ~64 for 64 values a thread); the opaque conversion keeps
-// the inputs packed until each use, at one instruction per use.
-template <class X>
-__device__ __forceinline__ ComputeType<X> widen_on_use(X v) {
-    return to_compute(v);
-}
-template <>
-__device__ __forceinline__ float widen_on_use(__nv_bfloat16 v) {
-    const unsigned bits = __bfloat16_as_ushort(v);
-    unsigned widened;
-    asm volatile("shl.b32 %0, %1, 16;" : "=r"(widened) : "r"(bits));
-    return __uint_as_float(widened);
-}
-template <>
-__device__ __forceinline__ float widen_on_use(__half v) {
-    const unsigned short bits = __half_as_ushort(v);
-    float widened;
-    asm volatile("cvt.f32.f16 %0, %1;" : "=f"(widened) : "h"(bits));
-    return widened;
-}
-
 template <class Y>
 struct StoreAs;
 template <>
@@ -123,12 +100,84 @@ __device__ __forceinline__ void store_unit(P* target, const P& unit) {
     }
 }
 
+// 16-bit x values two to a 32-bit word (element 2k in the low half, 2k + 1 in the high half, as in
+// memory). A bf16 value is the high half of its float, so each half widens in one instruction from the
+// word: the low one shifted up, the high one with the low half cleared. Converting a bf16 taken out of
+// the word costs two for the high half (PRMT to extract it, then the shift).
+template <int kWords>
+struct alignas(4 * kWords) Words {
+    std::uint32_t word[kWords];
+};
+
+// The words of a pack of a 16-bit dtype.
+template <class X, int kPack>
+__device__ __forceinline__ Words<kPack / 2> words_of(const Packed<X, kPack>& pack) {
+    static_assert(sizeof(X) == 2 && kPack % 2 == 0, "whole pairs of a 16-bit dtype");
+    static_assert(sizeof(Words<kPack / 2>) == sizeof(pack) && alignof(Words<kPack / 2>) == alignof(Packed<X, kPack>));
+    return *reinterpret_cast<const Words<kPack / 2>*>(&pack);
+}
+
+// Half `half` (0: low, 1: high) of a word of two 16-bit x values, widened. kOpaque: through asm volatile,
+// which the compiler can neither hoist nor share between uses (see widen_element_on_use).
+template <class X, bool kOpaque = false>
+__device__ __forceinline__ float widen_half(std::uint32_t word, int half) {
+    static_assert(std::is_same_v<X, __nv_bfloat16> || std::is_same_v<X, __half>, "16-bit dtypes only");
+    if constexpr (!kOpaque) {
+        if constexpr (std::is_same_v<X, __nv_bfloat16>) {
+            return __uint_as_float(half == 0 ? word << 16 : word & 0xffff0000u);
+        } else {
+            return __half2float(__ushort_as_half(static_cast<std::uint16_t>(half == 0 ? word : word >> 16)));
+        }
+    } else if constexpr (std::is_same_v<X, __nv_bfloat16>) {
+        std::uint32_t widened;
+        if (half == 0) {
+            asm volatile("shl.b32 %0, %1, 16;" : "=r"(widened) : "r"(word));
+        } else {
+            asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(widened) : "r"(word));
+        }
+        return __uint_as_float(widened);
+    } else {
+        float widened;  // one HADD2.F32, which reads either half of the word
+        if (half == 0) {
+            asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo; }" : "=f"(widened) : "r"(word));
+        } else {
+            asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi; }" : "=f"(widened) : "r"(word));
+        }
+        return widened;
+    }
+}
+
+// Widens the kPack elements of a pack of x into compute-type registers.
+template <class X, int kPack, class C>
+__device__ __forceinline__ void widen_pack(const Packed<X, kPack>& pack, C* values) {
+    if constexpr (std::is_same_v<X, __nv_bfloat16> && kPack % 2 == 0) {
+        const auto words = words_of(pack);
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) values[k] = widen_half<X>(words.word[k / 2], k % 2);
+    } else {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) values[k] = to_compute(pack.value[k]);
+    }
+}
+
+// Element k of a pack of x that a kernel holds in registers in its own dtype, widened where it is used:
+// a plain conversion lets the compiler widen every held value once and keep the floats, which doubles the
+// registers of 16-bit rows (e.g. 128 instead of ~64 for 64 values a thread); the opaque one keeps the
+// inputs packed until each use, at one instruction per use.
+template <class X, int kPack>
+__device__ __forceinline__ ComputeType<X> widen_element_on_use(const Packed<X, kPack>& pack, int k) {
+    if constexpr (sizeof(X) == 2 && kPack % 2 == 0) {
+        return widen_half<X, true>(words_of(pack).word[k / 2], k % 2);
+    } else {
+        return to_compute(pack.value[k]);
+    }
+}
+
 // Loads kPack elements of x (aligned to their size, 16 bytes by default) into compute-type registers.
 template <class X, class C, int kPack = kPackOf<X>>
 __device__ __forceinline__ void load_pack(const X* source, C* values) {
     const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(source);
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) values[k] = to_compute(pack.value[k]);
+    widen_pack(pack, values);
 }
 
 // Two floats to two 16-bit outputs with one conversion instruction (F2FP ... PACK_AB), each rounded to
