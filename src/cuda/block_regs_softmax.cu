@@ -16,8 +16,11 @@
 namespace smx::cuda {
 namespace {
 
+// Whether a body serves one mode, chosen at compile time, or both (args.log_mode read at run time).
+enum class ModeChoice { kSoftmax, kLogSoftmax, kRunTime };
+
 // The kernel body; the __global__ wrappers below differ only in their launch bounds.
-template <class X, class Y, int kValues>
+template <class X, class Y, int kValues, ModeChoice kMode>
 __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     using C = ComputeType<X>;
     constexpr int kPack = kPackOfPair<X, Y>;
@@ -53,7 +56,8 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     }
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
-    const bool log_mode = args.log_mode != 0;
+    // A constant unless kMode is kRunTime: the compiler then drops the other mode's code.
+    const bool log_mode = kMode == ModeChoice::kRunTime ? args.log_mode != 0 : kMode == ModeChoice::kLogSoftmax;
     const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
     const std::int64_t remaining = args.row_len - slice_begin;
     const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
@@ -204,23 +208,14 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
                 }
             }
         };
-        // One write loop per mode saves the other mode's formula, issued predicated when the mode is tested
-        // per element; but it costs registers in some instances. Measured A/B (perf-notes run 29): 16-bit ->
-        // 16-bit at 16 values went from 40 to 46-48 registers (12 -> 10 CTAs per SM) and lost 6%, 16-bit ->
-        // f32 at 32 values gained nothing (0-2% slower), the packed 64-value instances spilled; the rest
-        // gained 2-9%. Those three keep the single loop.
-        constexpr bool kSixteenBitX = sizeof(X) == 2;
-        constexpr bool kLoopPerMode = !kPackedHold && !(kSixteenBitX && sizeof(Y) == 2 && kValues == 16) &&
-                                      !(kSixteenBitX && sizeof(Y) == 4 && kValues == 32);
-        if constexpr (kPackedHold) {
+        if constexpr (kMode == ModeChoice::kSoftmax && kPackedHold) {
             // Packed: the second exp of each element, in the same form (and shift) as the sum used.
-            with_shifted_exp(shift, [&](const auto& exp) {
-                write([&](int i) -> C {
-                    if (log_mode) return (value(i) - row_stats.max) - log_sum;
-                    return exp(value(i)) * factor;
-                });
-            });
-        } else if constexpr (!kLoopPerMode) {
+            with_shifted_exp(shift, [&](const auto& exp) { write([&](int i) -> C { return exp(value(i)) * factor; }); });
+        } else if constexpr (kPackedHold) {
+            static_assert(kMode == ModeChoice::kLogSoftmax, "packed instances take the mode at compile time");
+            write([&](int i) -> C { return (value(i) - row_stats.max) - log_sum; });
+        } else if constexpr (kMode == ModeChoice::kRunTime && kValues == 32) {
+            // Both formulas in one loop, the mode tested per element (registers; see block_regs_modes).
             write([&](int i) -> C { return log_mode ? (value(i) - row_stats.max) - log_sum : held[i] * factor; });
         } else if (log_mode) {
             write([&](int i) -> C { return (value(i) - row_stats.max) - log_sum; });
@@ -236,12 +231,29 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     }
 }
 
+// The mode is a compile-time choice inside each kernel (a body per mode, as in the warp kernel): a run-time
+// one costs an instruction per element (a select between the exp and the value) and, unless the write
+// loop is split per mode, both formulas in the write. Measured A/B against the run-time mode (perf-notes
+// run 70): 16-bit -> 16-bit up to +7 points of copy (65536 x 2048 f16 85 -> 92%), but 16-bit -> f32 at
+// 16 and 32 values lost 1-2 points (bf16 -> f32 at 16 values took 54 registers instead of 39): those keep
+// the run-time mode, with the write loops they had (split per mode at 16 values, one loop at 32: run 29).
+template <class X, class Y, int kValues>
+__device__ __forceinline__ void block_regs_modes(const SoftmaxKernelArgs& args) {
+    if constexpr (sizeof(X) == 2 && sizeof(Y) == 4 && (kValues == 16 || kValues == 32)) {
+        block_regs_rows<X, Y, kValues, ModeChoice::kRunTime>(args);
+    } else if (args.log_mode != 0) {
+        block_regs_rows<X, Y, kValues, ModeChoice::kLogSoftmax>(args);
+    } else {
+        block_regs_rows<X, Y, kValues, ModeChoice::kSoftmax>(args);
+    }
+}
+
 // 8, 16 and 32 values per thread: up to 1024 threads (at most 64 registers), the register count otherwise
 // left to the compiler. Stating a minimum of one CTA per SM is not the same: it let the compiler take all
 // 64 registers (16 values: 38-40 -> 48-56), so none is stated.
 template <class X, class Y, int kValues>
 __global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelArgs args) {
-    block_regs_rows<X, Y, kValues>(args);
+    block_regs_modes<X, Y, kValues>(args);
 }
 
 // 64 values per thread (16-bit x held packed): at most 512 threads and two such CTAs per SM (at most 64
@@ -249,7 +261,7 @@ __global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelAr
 // the plan then chose worse configurations (8192 x 32000 bf16 -> f32: 87 -> 70% of copy).
 template <class X, class Y>
 __global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const SoftmaxKernelArgs args) {
-    block_regs_rows<X, Y, 64>(args);
+    block_regs_modes<X, Y, 64>(args);
 }
 
 template <class X, class Y>

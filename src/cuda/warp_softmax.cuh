@@ -13,8 +13,8 @@
 
 namespace smx::cuda {
 
-// The kernel body; the __global__ wrappers below differ only in their launch bounds.
-template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+// The kernel body for one mode; the __global__ wrappers below differ only in their launch bounds.
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, bool kLogMode>
 __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args) {
     using C = ComputeType<X>;
     // 16-byte packs of x even when y is wider: unlike block-regs, 8-byte packs lost here on the H200
@@ -26,7 +26,6 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
     const int row_len = static_cast<int>(args.row_len);  // <= kWarpMaxRowLen
-    const bool log_mode = args.log_mode != 0;
     const int lane = threadIdx.x % 32;
     const int group = lane / kLanes;
     const int lane_in_group = lane % kLanes;
@@ -81,9 +80,9 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
                 for (int c = 0; c < kCols; ++c) {
                     const C e = exp(values[r][c]);
                     thread_sum[r] += e;
-                    if (!log_mode) values[r][c] = e;
+                    if constexpr (!kLogMode) values[r][c] = e;
                 }
-                unbias[r] = log_mode ? exp.unbias() : C(1);
+                unbias[r] = kLogMode ? exp.unbias() : C(1);
             }
         });
         // Softmax: e / sum, where the fast exp's common factor cancels. Log-softmax: the sum without it.
@@ -91,13 +90,12 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
             const C row_sum = group_sum<kLanes>(thread_sum[r]);
-            if (log_mode) {
+            if constexpr (kLogMode) {
                 row_factor[r] = log_of(row_sum * unbias[r]);
             } else {
                 row_factor[r] = reciprocal(row_sum);
             }
         }
-        // One write loop per output formula: a log_mode test inside it would issue both formulas predicated.
         const auto write = [&](const auto& output) {
 #pragma unroll
             for (int r = 0; r < kRowsPerThread; ++r) {
@@ -120,7 +118,7 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
                 }
             }
         };
-        if (log_mode) {
+        if constexpr (kLogMode) {
             write([&](int r, C v) -> C { return (v - row_max[r]) - row_factor[r]; });
         } else {
             write([&](int r, C v) -> C { return v * row_factor[r]; });
@@ -128,11 +126,23 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
     }
 }
 
+// The mode is a compile-time choice inside each kernel: a run-time one costs an instruction per element
+// (softmax keeps each exp, log-softmax each value: a select where both are possible) and issues both
+// output formulas predicated unless the write loop is split per mode.
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+__device__ __forceinline__ void warp_softmax_modes(const SoftmaxKernelArgs& args) {
+    if (args.log_mode != 0) {
+        warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, true>(args);
+    } else {
+        warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, false>(args);
+    }
+}
+
 // Most shapes: 128 threads, the register count left to the compiler (stating a minimum of CTAs per SM
 // changes its choice: 16-bit shapes went from 48 to 72 registers with a minimum of one; see below).
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const SoftmaxKernelArgs args) {
-    warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread>(args);
+    warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
 // Shapes that state a minimum of CTAs per SM (each a register bound the compiler meets without spills;
@@ -141,21 +151,24 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
 // latency-bound at 65% achieved occupancy (no eligible warp 52% of cycles, DRAM 81%) where PyTorch's
 // 31-register kernel ran at 84% and 86%; the 16-bit shapes took 39-40 unbounded, none spill at 32. 16-bit
 // x with 16 values: 12 (40 registers instead of 48, which left 10); with 32 values: 8 (64 instead of 72,
-// which left 7). f64 would spill at these bounds.
-template <class X, int kCols, int kRowsPerThread>
+// which left 7). f32 -> f32 with 32 values: 6 (the per-mode bodies took 81 registers, 5 CTAs per SM,
+// where the single run-time-mode body had 78; with the bound they take 72, 7 CTAs). f64 would spill at
+// these bounds.
+template <class X, class Y, int kCols, int kRowsPerThread>
 constexpr int kWarpMinCtasPerSm = sizeof(X) <= 4 && kCols * kRowsPerThread <= 8    ? 16
                                   : sizeof(X) == 2 && kCols * kRowsPerThread == 16 ? 12
                                   : sizeof(X) == 2 && kCols * kRowsPerThread == 32 ? 8
+                                  : sizeof(X) == 4 && sizeof(Y) == 4 && kCols * kRowsPerThread == 32 ? 6
                                                                                    : 0;
 
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, int kMinCtasPerSm>
 __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softmax_bounded(const SoftmaxKernelArgs args) {
-    warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread>(args);
+    warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 const void* warp_kernel_pointer() {
-    constexpr int kMinCtas = kWarpMinCtasPerSm<X, kCols, kRowsPerThread>;
+    constexpr int kMinCtas = kWarpMinCtasPerSm<X, Y, kCols, kRowsPerThread>;
     if constexpr (kLanes < 32 && kRowsPerThread != warp_narrow_rows_per_thread(sizeof(X), sizeof(Y))) {
         return nullptr;  // a narrow shape this pair does not take (f32 x lists both row counts)
     } else if constexpr (kMinCtas > 0) {
