@@ -315,6 +315,20 @@ __device__ __forceinline__ void with_shifted_exp(C shift, Body&& body) {
     with_exp_form<C>(fast_exp_applies(shift), [&](auto form) { body(form.make(shift)); });
 }
 
+// Softmax outputs in one exp each: exp(v - max) / sum = 2^(v log2(e) - T) with T = max log2(e) + log2(sum),
+// one FFMA and one MUFU.EX2 per output instead of an exp and a multiply. T is rounded once (by an FMA),
+// which puts up to half an ulp of T into every output's exponent: under 2^-14 (4e-5 relative) while
+// |T| < 2^10, far below a 16-bit output's own rounding (f16: 4.9e-4, bf16: 3.9e-3) but not a float's, so
+// it is for 16-bit y only. applies() is false for larger |T| and for rows whose T is not finite (all -inf,
+// NaN, +inf): callers then keep the two-step form and its exact special values.
+struct FoldedSoftmaxExp {
+    float scaled_log_sum_exp;  // T
+    __device__ __forceinline__ FoldedSoftmaxExp(float row_max, float row_sum)
+        : scaled_log_sum_exp(fmaf(row_max, kLog2e, log2f(row_sum))) {}
+    __device__ __forceinline__ bool applies() const { return fabsf(scaled_log_sum_exp) < 0x1p10f; }
+    __device__ __forceinline__ float operator()(float v) const { return exp2_approx(fmaf(v, kLog2e, -scaled_log_sum_exp)); }
+};
+
 // 1 / sum for a softmax sum, in one MUFU.RCP (~1 ulp), where `1 / v` compiles to a full division with a
 // slow path. Safe for the sums it is given: they are >= 1/2 (the max element alone adds 2^r >= 1/2), 0
 // for an all -inf row (inf: the row becomes NaN, as it must), or NaN; never denormal.

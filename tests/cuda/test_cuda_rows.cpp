@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -282,6 +283,21 @@ namespace {
 // Enough rows that the split-row plan stays away (rows x cluster >= SMs) for every length below.
 std::int64_t block_regs_rows() { return multiprocessor_count() + 3; }
 
+// Checks the rows of x (axis 1) in both modes, each into a fresh y of y_dtype, against the reference;
+// returns the two plans (softmax, then log-softmax) for the caller's expectations.
+std::vector<std::string> check_rows_both_modes(smxHandle_t handle, const HostTensor& x, smxDataType_t y_dtype) {
+    std::vector<std::string> plans;
+    for (bool log_mode : {false, true}) {
+        HostTensor y = make_tensor(y_dtype, x.shape);
+        std::string plan;
+        const std::string mismatch = check_on_device(handle, y, x, 1, log_mode, &plan);
+        INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+        CHECK(mismatch == "");
+        plans.push_back(plan);
+    }
+    return plans;
+}
+
 // Runs one case that the block-regs kernel must take; checks the result and the plan's kind.
 void check_block_regs_case(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
                            std::int64_t row_len, bool log_mode) {
@@ -356,13 +372,47 @@ TEST_CASE("cuda rows: block-regs special values inside one CTA's slice and acros
                 default: break;
             }
         }
-        for (bool log_mode : {false, true}) {
-            HostTensor y = make_tensor(pair.y, {rows, row_len});
-            std::string plan;
-            const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
-            INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
-            CHECK(mismatch == "");
+        for (const std::string& plan : check_rows_both_modes(handle.get(), x, pair.y)) {
+            INFO("plan: " << plan);
             CHECK(kernel_kind(plan) == "block-regs");
+        }
+    }
+}
+
+TEST_CASE("cuda rows: packed 16-bit rows fold 1/sum into the exp only while the row's scale allows it",
+          "[cuda]") {
+    // 16-bit x written to 16-bit y in rows of 8192 take the 64-value (packed) instance, whose softmax
+    // writes 2^(v log2(e) - T), T = max log2(e) + log2(sum), while |T| < 2^10 and the two-step exp and
+    // multiply beyond (FoldedSoftmaxExp). Rows shifted by -1000..1000 put T on both sides of the bound in
+    // both directions (log2(sum) <= 13 here, so |T| crosses 2^10 near max = +701 and -719); both forms
+    // must match the reference, in both modes. Rows at +-(45500..58900), each at its own level, have
+    // 2^16 <= |T| < 2^17, where a fold errs by up to 2.7e-3 (half an ulp of T in the exponent). Their one
+    // large element's softmax is 1 (the rest sit 2000 below), so the relative tolerance, not the floor
+    // for tiny outputs, is what an error must exceed: after rounding to f16 about half of these rows
+    // would be off by 1.5-2 ulps of 1 (over f16's 1e-3). With ~19 of them for each pair with f16 y, a
+    // bound set too loose fails (verified on the H200 with the bound removed: perf-notes run 72).
+    CudaHandle handle;
+    const std::int64_t rows = block_regs_rows();
+    const std::int64_t row_len = 8192;
+    const double offsets[] = {0.0, 300.0, -300.0, 690.0, 700.0, 705.0, 710.0, 720.0, 1000.0, -710.0, -725.0, -1000.0};
+    const std::int64_t kinds = static_cast<std::int64_t>(std::size(offsets)) + 2;  // the last two: +-(45500 + 100 r)
+    for (const DtypePair pair : {DtypePair{SMX_DTYPE_F16, SMX_DTYPE_F16}, DtypePair{SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                                 DtypePair{SMX_DTYPE_BF16, SMX_DTYPE_F16}}) {
+        HostTensor x = make_tensor(pair.x, {rows, row_len});
+        fill_random(x, test_rng());
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const std::int64_t kind = r % kinds;
+            if (kind < kinds - 2) {
+                for (std::int64_t j = 0; j < row_len; ++j) x.set(r * row_len + j, x.get(r * row_len + j) + offsets[kind]);
+            } else {
+                const double level = (kind == kinds - 2 ? 1.0 : -1.0) * (45500.0 + 100.0 * static_cast<double>(r));
+                for (std::int64_t j = 0; j < row_len; ++j) x.set(r * row_len + j, level - 2000.0);
+                x.set(r * row_len + (r * 37) % row_len, level);
+            }
+        }
+        for (const std::string& plan : check_rows_both_modes(handle.get(), x, pair.y)) {
+            INFO("plan: " << plan);
+            CHECK(plan.find("block-regs values=64 ") != std::string::npos);
         }
     }
 }
