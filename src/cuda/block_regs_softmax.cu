@@ -210,18 +210,11 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
         };
         if constexpr (kMode == ModeChoice::kSoftmax && kPackedHold) {
             // Packed: each element's exp is computed again; for 16-bit y with 1 / sum folded into it.
-            const auto unfolded = [&] {
-                with_shifted_exp(shift, [&](const auto& exp) { write([&](int i) -> C { return exp(value(i)) * factor; }); });
-            };
-            if constexpr (sizeof(Y) == 2) {
-                const FoldedSoftmaxExp folded(row_stats.max, row_stats.sum);
-                if (folded.applies()) {
-                    write([&](int i) -> C { return folded(value(i)); });
-                } else {
-                    unfolded();
-                }
+            const FoldedSoftmaxExp folded(row_stats.max, row_stats.sum);
+            if (sizeof(Y) == 2 && folded.applies()) {
+                write([&](int i) -> C { return folded(value(i)); });
             } else {
-                unfolded();
+                with_shifted_exp(shift, [&](const auto& exp) { write([&](int i) -> C { return exp(value(i)) * factor; }); });
             }
         } else if constexpr (kPackedHold) {
             static_assert(kMode == ModeChoice::kLogSoftmax, "packed instances take the mode at compile time");

@@ -117,43 +117,16 @@ __device__ __forceinline__ Words<kPack / 2> words_of(const Packed<X, kPack>& pac
     return *reinterpret_cast<const Words<kPack / 2>*>(&pack);
 }
 
-// Half `half` (0: low, 1: high) of a word of two 16-bit x values, widened. kOpaque: through asm volatile,
-// which the compiler can neither hoist nor share between uses (see widen_element_on_use).
-template <class X, bool kOpaque = false>
-__device__ __forceinline__ float widen_half(std::uint32_t word, int half) {
-    static_assert(std::is_same_v<X, __nv_bfloat16> || std::is_same_v<X, __half>, "16-bit dtypes only");
-    if constexpr (!kOpaque) {
-        if constexpr (std::is_same_v<X, __nv_bfloat16>) {
-            return __uint_as_float(half == 0 ? word << 16 : word & 0xffff0000u);
-        } else {
-            return __half2float(__ushort_as_half(static_cast<std::uint16_t>(half == 0 ? word : word >> 16)));
-        }
-    } else if constexpr (std::is_same_v<X, __nv_bfloat16>) {
-        std::uint32_t widened;
-        if (half == 0) {
-            asm volatile("shl.b32 %0, %1, 16;" : "=r"(widened) : "r"(word));
-        } else {
-            asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(widened) : "r"(word));
-        }
-        return __uint_as_float(widened);
-    } else {
-        float widened;  // one HADD2.F32, which reads either half of the word
-        if (half == 0) {
-            asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo; }" : "=f"(widened) : "r"(word));
-        } else {
-            asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi; }" : "=f"(widened) : "r"(word));
-        }
-        return widened;
-    }
-}
-
-// Widens the kPack elements of a pack of x into compute-type registers.
+// Widens the kPack elements of a pack of x into compute-type registers (bf16 from its words).
 template <class X, int kPack, class C>
 __device__ __forceinline__ void widen_pack(const Packed<X, kPack>& pack, C* values) {
     if constexpr (std::is_same_v<X, __nv_bfloat16> && kPack % 2 == 0) {
         const auto words = words_of(pack);
 #pragma unroll
-        for (int k = 0; k < kPack; ++k) values[k] = widen_half<X>(words.word[k / 2], k % 2);
+        for (int k = 0; k < kPack; ++k) {
+            const std::uint32_t word = words.word[k / 2];
+            values[k] = __uint_as_float(k % 2 == 0 ? word << 16 : word & 0xffff0000u);
+        }
     } else {
 #pragma unroll
         for (int k = 0; k < kPack; ++k) values[k] = to_compute(pack.value[k]);
@@ -162,12 +135,30 @@ __device__ __forceinline__ void widen_pack(const Packed<X, kPack>& pack, C* valu
 
 // Element k of a pack of x that a kernel holds in registers in its own dtype, widened where it is used:
 // a plain conversion lets the compiler widen every held value once and keep the floats, which doubles the
-// registers of 16-bit rows (e.g. 128 instead of ~64 for 64 values a thread); the opaque one keeps the
-// inputs packed until each use, at one instruction per use.
+// registers of 16-bit rows (e.g. 128 instead of ~64 for 64 values a thread); this one is asm volatile,
+// which the compiler can neither hoist nor share between uses, so the inputs stay packed until each use,
+// at one instruction per use.
 template <class X, int kPack>
 __device__ __forceinline__ ComputeType<X> widen_element_on_use(const Packed<X, kPack>& pack, int k) {
     if constexpr (sizeof(X) == 2 && kPack % 2 == 0) {
-        return widen_half<X, true>(words_of(pack).word[k / 2], k % 2);
+        const std::uint32_t word = words_of(pack).word[k / 2];
+        float widened;
+        if constexpr (std::is_same_v<X, __nv_bfloat16>) {
+            std::uint32_t bits;
+            if (k % 2 == 0) {
+                asm volatile("shl.b32 %0, %1, 16;" : "=r"(bits) : "r"(word));
+            } else {
+                asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(bits) : "r"(word));
+            }
+            widened = __uint_as_float(bits);
+        } else {  // f16: one HADD2.F32, which reads either half of the word
+            if (k % 2 == 0) {
+                asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo; }" : "=f"(widened) : "r"(word));
+            } else {
+                asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi; }" : "=f"(widened) : "r"(word));
+            }
+        }
+        return widened;
     } else {
         return to_compute(pack.value[k]);
     }
