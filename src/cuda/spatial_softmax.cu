@@ -64,6 +64,43 @@ __device__ __forceinline__ Stats<C> merge_column_stats(Stats<C> a, Stats<C> b) {
     return {max, a.sum * exp_of(a.max - max) + b.sum * exp_of(b.max - max)};
 }
 
+// Folds a thread's kPack columns across the lanes that hold the same columns (lanes differing in the bits
+// >= first_offset), max first, then each lane's sum rescaled once to that max and summed: one exp per
+// column per lane, where merging (max, sum) pairs at every step took two exps and a branch per step. All
+// columns move at each step, so their shuffles overlap. Every lane ends with bitwise the same result;
+// rescale is exactly 1 for equal maxima, so -inf lanes add 0 and a NaN sum (a NaN or +inf seen) reaches
+// the total.
+template <int kPack, class C>
+__device__ __forceinline__ void fold_lane_columns(const C (&lane_max)[kPack], const C (&lane_sum)[kPack],
+                                                  int first_offset, Stats<C> (&folded)[kPack]) {
+    C max[kPack];
+    C sum[kPack];
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) max[k] = lane_max[k];
+    for (int offset = 16; offset >= first_offset; offset /= 2) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) max[k] = max_skip_nan(max[k], __shfl_xor_sync(0xffffffffu, max[k], offset));
+    }
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) sum[k] = lane_sum[k] * rescale(lane_max[k], max[k]);
+    for (int offset = 16; offset >= first_offset; offset /= 2) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) sum[k] += __shfl_xor_sync(0xffffffffu, sum[k], offset);
+    }
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) folded[k] = {max[k], sum[k]};
+}
+
+// The same fold over `count` partials (one column of every warp), in a fixed order.
+template <class C>
+__device__ __forceinline__ Stats<C> fold_partials(const Stats<C>* partials, int count, int stride) {
+    C max = partials[0].max;
+    for (int i = 1; i < count; ++i) max = max_skip_nan(max, partials[i * stride].max);
+    C sum = C(0);
+    for (int i = 0; i < count; ++i) sum += partials[i * stride].sum * rescale(partials[i * stride].max, max);
+    return {max, sum};
+}
+
 template <class X, class Y>
 __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
@@ -202,15 +239,11 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         });
 
         // Fold lanes of the same vector (they differ in the lane bits >= log2(V)), then the warps.
+        Stats<C> lane_folded[kPack];
+        fold_lane_columns(local_max, local_sum, vectors, lane_folded);
+        if (lane < vectors) {
 #pragma unroll
-        for (int k = 0; k < kPack; ++k) {
-            Stats<C> stats{local_max[k], local_sum[k]};
-            for (int offset = 16; offset >= vectors; offset /= 2) {
-                const Stats<C> other{__shfl_xor_sync(0xffffffffu, stats.max, offset),
-                                     __shfl_xor_sync(0xffffffffu, stats.sum, offset)};
-                stats = merge_column_stats(stats, other);
-            }
-            if (lane < vectors) warp_partials[tid / 32][vector * kPack + k] = stats;
+            for (int k = 0; k < kPack; ++k) warp_partials[tid / 32][vector * kPack + k] = lane_folded[k];
         }
         __syncthreads();
         const auto publish_column = [&](Stats<C> stats) {
@@ -222,8 +255,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             }
         };
         if (tid < width) {
-            Stats<C> stats = warp_partials[0][tid];
-            for (int w = 1; w < kWarps; ++w) stats = merge_column_stats(stats, warp_partials[w][tid]);
+            const Stats<C> stats = fold_partials(&warp_partials[0][tid], kWarps, kMaxWidth);
             if (ranks > 1) {
                 cta_partials[tid] = stats;
             } else {
