@@ -5,8 +5,9 @@
 // of P elements) of one outer index over a slice of the axis, and caches it in shared memory in the input
 // dtype (cp.async, 16 bytes at a time, when x's addresses allow; element-wise otherwise). A cluster of C
 // CTAs (sm_90) splits a column that one CTA cannot hold: each CTA folds its slice into per-column
-// (max, sum) partials, the cluster exchanges them through distributed shared memory, and every CTA folds
-// them in the same order. Traffic: x read once, y written once. Thread t handles vector t % V at axis
+// (max, sum) partials (f32 x while the slice is still landing), the cluster exchanges them through
+// distributed shared memory, and every CTA folds them in the same order. Traffic: x read once, y written
+// once. Thread t handles vector t % V at axis
 // positions t / V + k * (T / V): a warp touches 32 / V rows of V * 16 contiguous bytes, coalesced, and
 // shared memory is read as whole 16-byte vectors without bank conflicts.
 //
@@ -29,6 +30,25 @@ __device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const v
 }
 
 __device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Closes this thread's current group of cp.async copies (an empty group is allowed and completes at once).
+__device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most `pending` of this thread's newest copy groups are still in flight, so every older
+// group has landed. wait_group takes an immediate: counts above 7 wait for all but the newest 7, which
+// covers every older group too.
+__device__ __forceinline__ void wait_async_copies_but(int pending) {
+    switch (pending) {
+        case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+        case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+        case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+        case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+        case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+        case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+        case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+        default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+    }
+}
 
 // tile = outer * tiles_per_outer + tile_in_outer. In 32 bits whenever the tile count allows (always, in
 // practice): a 64-bit division is a long software routine, a 32-bit one a few instructions.
@@ -101,6 +121,113 @@ __device__ __forceinline__ Stats<C> fold_partials(const Stats<C>* partials, int 
     return {max, sum};
 }
 
+// Rows a thread copies per cp.async group in pipelined_vector_stats: its statistics advance one group at a
+// time while the later groups are still in flight.
+constexpr int kStatsChunkRows = 4;
+
+// One thread's share of a tile, x read once: copies its `rows` 16-byte vectors (kPack columns) to shared
+// memory, all issued up front in groups of kStatsChunkRows rows, and folds each group into per-column
+// (max, sum) as soon as it has landed, so the statistics run under the tile's load instead of after it
+// (the tile's only serial phase without memory traffic; each thread reads back only what it copied
+// itself, so no barrier is needed). The sum is kept relative to the running max and rescaled when the
+// max grows (one exp per column and group, none when it stays). Outputs as the two-pass form gives them:
+// the max and the sum of exp(v - shift_of(max)). Returns false when some shift was outside the fast exp's
+// range (huge or infinite values): every copy has landed by then and the caller recomputes the statistics
+// with the two passes.
+template <class X, int kPack>
+__device__ __forceinline__ bool pipelined_vector_stats(X* target, const X* source, int rows, int target_step,
+                                                       std::int64_t source_step, float (&local_max)[kPack],
+                                                       float (&local_sum)[kPack]) {
+    const int chunks = (rows + kStatsChunkRows - 1) / kStatsChunkRows;
+    {
+        X* copy_target = target;
+        const X* copy_source = source;
+        for (int chunk = 0; chunk < chunks; ++chunk) {
+#pragma unroll
+            for (int j = 0; j < kStatsChunkRows; ++j) {
+                if (chunk * kStatsChunkRows + j < rows) {
+                    copy_16_bytes_async(copy_target, copy_source);
+                    copy_target += target_step;
+                    copy_source += source_step;
+                }
+            }
+            commit_async_copies();
+        }
+    }
+    float running_max[kPack], sum[kPack];
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+        running_max[k] = neg_inf<float>();
+        sum[k] = 0.0f;
+    }
+    bool fast = true;
+    const X* chunk_rows = target;
+    for (int chunk = 0; chunk < chunks; ++chunk, chunk_rows += kStatsChunkRows * target_step) {
+        wait_async_copies_but(chunks - 1 - chunk);
+        const int first = chunk * kStatsChunkRows;
+        float chunk_max[kPack];
+        if constexpr (sizeof(X) == 2) {
+            PairedMax<X> paired[kPack / 2];  // two columns per HMNMX2, on the 16-bit values as they are
+#pragma unroll
+            for (int j = 0; j < kStatsChunkRows; ++j) {
+                if (first + j < rows) {
+                    const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(chunk_rows + j * target_step);
+#pragma unroll
+                    for (int k = 0; k < kPack / 2; ++k) paired[k].add(pair_of(pack, k));
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < kPack / 2; ++k) {
+                chunk_max[2 * k] = paired[k].low();
+                chunk_max[2 * k + 1] = paired[k].high();
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) chunk_max[k] = neg_inf<float>();
+#pragma unroll
+            for (int j = 0; j < kStatsChunkRows; ++j) {
+                if (first + j < rows) {
+                    float values[kPack];
+                    load_pack(chunk_rows + j * target_step, values);
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) chunk_max[k] = max_skip_nan(chunk_max[k], values[k]);
+                }
+            }
+        }
+        float scaled_shift[kPack];  // S = shift * log2(e), rounded: exp(v - shift) ~ 2^(v * log2(e) - S)
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            const float old_max = running_max[k];
+            running_max[k] = max_skip_nan(old_max, chunk_max[k]);
+            const float shift = shift_of(running_max[k]);
+            fast = fast && fast_exp_applies(shift);
+            scaled_shift[k] = shift * kLog2e;
+            // The sum so far moves to the new shift when the max grows (a factor <= 1). A sum over only -inf
+            // values is 0 (or NaN) and stays as it is: its shift of 0 may lie far above the new one.
+            if (old_max != running_max[k] && old_max != neg_inf<float>()) {
+                sum[k] *= exp2_approx(old_max * kLog2e - scaled_shift[k]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kStatsChunkRows; ++j) {
+            if (first + j < rows) {
+                float values[kPack];
+                load_pack(chunk_rows + j * target_step, values);
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) sum[k] += exp2_approx(fmaf(values[k], kLog2e, -scaled_shift[k]));
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+        local_max[k] = running_max[k];
+        // As ShiftedExpFast: the sum was taken relative to S = shift * log2(e) rounded; 2^-(its rounding) removes it.
+        const float shift = shift_of(running_max[k]);
+        local_sum[k] = sum[k] * exp2_approx(-fmaf(shift, kLog2e, -shift * kLog2e));
+    }
+    return fast;
+}
+
 template <class X, class Y>
 __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
@@ -108,9 +235,6 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
     constexpr int kWarps = kSpatialTileThreads / 32;
     constexpr int kMaxWidth = kSpatialMaxVectors * kPack;
     constexpr std::uintptr_t kStoreAlign = kStoreAlignment<Y, kPack>;
-    // f32 softmax keeps exp(x - local max) in the cache in place of x (same size): the store pass then
-    // multiplies instead of exponentiating again.
-    constexpr bool kCanCacheExp = std::is_same<X, float>::value;
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ Stats<C> warp_partials[kWarps][kMaxWidth];
     __shared__ Stats<C> cta_partials[kMaxWidth];  // this CTA's per-column stats, read by its cluster peers
@@ -123,7 +247,6 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
     Y* y = static_cast<Y*>(args.y);
     X* cache = reinterpret_cast<X*>(dynamic_shared);  // [slice row][tile column]
     const bool log_mode = args.log_mode != 0;
-    const bool cache_exp = kCanCacheExp && !log_mode;
     const int width = args.tile_width;
     const int vectors = width / kPack;  // a power of two <= kSpatialMaxVectors
     const int tid = threadIdx.x;
@@ -155,16 +278,33 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         Y* y_vector = y + outer * args.y_outer_stride + slice_begin * args.y_axis_stride + column;
         X* cache_vector = cache + vector * kPack;
 
-        __syncthreads();  // the previous tile's store pass is done reading the cache
+        // Each thread reads back only the cache rows it wrote itself (the same vector and axis positions in
+        // every pass), so the cache needs no barrier; this one keeps the previous tile's per-column statistics
+        // (warp_partials, column_shift, column_factor) until every thread has read them.
+        __syncthreads();
+        C local_max[kPack];
+        C local_sum[kPack];
+        // f32 x folds its rows into (max, sum) while they land (pipelined_vector_stats). 16-bit x, partial
+        // vectors, element-wise loads and shifts outside the fast exp's range take the two passes below.
+        // H200, perf-notes runs 74-75: f32 x +1-4 points of copy on the clustered layouts (16x8x4096x64
+        // dim=2 softmax 75 -> 79.5%, 8192x4096 dim=0 61.5 -> 64%), within a point elsewhere except f32 ->
+        // bf16 64x128x4096 dim=1 softmax (-1); 16-bit x lost 1-4 points pipelined (-> f32: 10-13).
+        bool stats_ready = false;
         if (x_vector_loads && valid == kPack) {
             X* target = cache_vector + axis_group * width;
             const X* source = x_vector + axis_group * args.x_axis_stride;
             const std::int64_t source_step = axis_groups * args.x_axis_stride;
+            if constexpr (std::is_same<X, float>::value) {
+                const int rows = count > axis_group ? (count - axis_group + axis_groups - 1) / axis_groups : 0;
+                stats_ready = pipelined_vector_stats<X, kPack>(target, source, rows, axis_groups * width, source_step,
+                                                               local_max, local_sum);
+            } else {
 #pragma unroll 4
-            for (int r = axis_group; r < count; r += axis_groups) {
-                copy_16_bytes_async(target, source);
-                target += axis_groups * width;
-                source += source_step;
+                for (int r = axis_group; r < count; r += axis_groups) {
+                    copy_16_bytes_async(target, source);
+                    target += axis_groups * width;
+                    source += source_step;
+                }
             }
         } else {
             for (int r = axis_group; r < count; r += axis_groups) {
@@ -173,70 +313,54 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             }
         }
         wait_async_copies();
-        __syncthreads();
 
-        // This thread's share of its kPack columns: the max, then the sum of exp relative to it.
-        C local_max[kPack];
-        if constexpr (sizeof(X) == 2) {
-            // Two columns per HMNMX2, on the cached 16-bit values as they are (no widening).
-            PairedMax<X> paired[kPack / 2];
+        // The two passes: this thread's share of its kPack columns, the max, then the sum of exp relative to it.
+        if (!stats_ready) {
+            if constexpr (sizeof(X) == 2) {
+                // Two columns per HMNMX2, on the cached 16-bit values as they are (no widening).
+                PairedMax<X> paired[kPack / 2];
 #pragma unroll 4
-            for (int r = axis_group; r < count; r += axis_groups) {
-                const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(cache_vector + r * width);
+                for (int r = axis_group; r < count; r += axis_groups) {
+                    const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(cache_vector + r * width);
 #pragma unroll
-                for (int k = 0; k < kPack / 2; ++k) paired[k].add(pair_of(pack, k));
-            }
-#pragma unroll
-            for (int k = 0; k < kPack / 2; ++k) {
-                local_max[2 * k] = paired[k].low();
-                local_max[2 * k + 1] = paired[k].high();
-            }
-        } else {
-#pragma unroll
-            for (int k = 0; k < kPack; ++k) local_max[k] = neg_inf<C>();
-#pragma unroll 4
-            for (int r = axis_group; r < count; r += axis_groups) {
-                C values[kPack];
-                load_pack(cache_vector + r * width, values);
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], values[k]);
-            }
-        }
-        C local_shift[kPack];
-        C local_sum[kPack];
-        C local_unbias[kPack];  // the fast exp's factor per column (see with_exp_form)
-        bool local_fast = true;
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) {
-            local_shift[k] = shift_of(local_max[k]);
-            local_sum[k] = C(0);
-            local_fast = local_fast && fast_exp_applies(local_shift[k]);
-        }
-        with_exp_form<C>(local_fast, [&](auto form) {
-#pragma unroll 4
-            for (int r = axis_group; r < count; r += axis_groups) {
-                C values[kPack];
-                load_pack(cache_vector + r * width, values);
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    values[k] = form.make(local_shift[k])(values[k]);
-                    local_sum[k] += values[k];
+                    for (int k = 0; k < kPack / 2; ++k) paired[k].add(pair_of(pack, k));
                 }
-                if constexpr (kCanCacheExp) {
-                    if (cache_exp) {
-                        Packed<C, kPack> exps;
 #pragma unroll
-                        for (int k = 0; k < kPack; ++k) exps.value[k] = values[k];
-                        *reinterpret_cast<Packed<C, kPack>*>(cache_vector + r * width) = exps;
-                    }
+                for (int k = 0; k < kPack / 2; ++k) {
+                    local_max[2 * k] = paired[k].low();
+                    local_max[2 * k + 1] = paired[k].high();
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) local_max[k] = neg_inf<C>();
+#pragma unroll 4
+                for (int r = axis_group; r < count; r += axis_groups) {
+                    C values[kPack];
+                    load_pack(cache_vector + r * width, values);
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], values[k]);
                 }
             }
+            C local_shift[kPack];
+            bool local_fast = true;
 #pragma unroll
             for (int k = 0; k < kPack; ++k) {
-                local_unbias[k] = form.make(local_shift[k]).unbias();
-                local_sum[k] *= local_unbias[k];
+                local_shift[k] = shift_of(local_max[k]);
+                local_sum[k] = C(0);
+                local_fast = local_fast && fast_exp_applies(local_shift[k]);
             }
-        });
+            with_exp_form<C>(local_fast, [&](auto form) {
+#pragma unroll 4
+                for (int r = axis_group; r < count; r += axis_groups) {
+                    C values[kPack];
+                    load_pack(cache_vector + r * width, values);
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) local_sum[k] += form.make(local_shift[k])(values[k]);
+                }
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) local_sum[k] *= form.make(local_shift[k]).unbias();
+            });
+        }
 
         // Fold lanes of the same vector (they differ in the lane bits >= log2(V)), then the warps. Pairs with
         // a wider output (16-bit -> f32) keep the pairwise merge at every step: with fold_lane_columns they
@@ -297,19 +421,13 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         __syncthreads();
 
         // factor: log(sum) for log-softmax, else 1 / sum (times the fast exp's factor, in the loop below).
-        C shift[kPack], factor[kPack], exp_scale[kPack];
+        C shift[kPack], factor[kPack];
         bool fast = true;
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
             shift[k] = column_shift[vector * kPack + k];
             factor[k] = column_factor[vector * kPack + k];
             fast = fast && fast_exp_applies(shift[k]);
-            // Cached exp(x - local shift) (with its fast-exp factor) times this is exp(x - shift) / sum
-            // (factor is 1 / sum when the cache holds exps). A share of only -inf (or NaN) cached 0 (or NaN):
-            // scale 0 keeps it so instead of risking exp overflow times 0.
-            exp_scale[k] = !cache_exp                    ? C(0)
-                           : local_max[k] == neg_inf<C>() ? C(0) * factor[k]
-                                                          : local_unbias[k] * exp_of(local_max[k] - shift[k]) * factor[k];
         }
         // The store pass, one loop per output formula (a branch inside the loop would issue every formula's
         // instructions predicated) and per store width, walking x's cache and y by pointer increments.
@@ -358,9 +476,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
                     load_pack(cache_vector + r * width, values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
-                        if (cache_exp) {
-                            values[k] *= exp_scale[k];
-                        } else if (log_mode) {
+                        if (log_mode) {
                             values[k] = (values[k] - shift[k]) - factor[k];
                         } else {
                             values[k] = form.make(shift[k])(values[k]) * factor[k];
@@ -376,11 +492,6 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
                         }
                     }
                 }
-            });
-        } else if (cache_exp) {
-            store_pass([&](C (&values)[kPack]) {
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) values[k] *= exp_scale[k];
             });
         } else if (log_mode) {
             store_pass([&](C (&values)[kPack]) {

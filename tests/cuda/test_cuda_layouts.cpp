@@ -334,6 +334,56 @@ TEST_CASE("cuda layouts: special values along spatial columns split across a clu
     }
 }
 
+TEST_CASE("cuda layouts: spatial columns whose max rises in every row, falls after the first, or starts at -inf", "[cuda]") {
+    // A tile folds each thread's rows into (max, sum) a few rows at a time as they land, rescaling the
+    // sum whenever the max grows: on a rising ramp every group of rows raises it, on a falling one never.
+    // Column lengths that one CTA holds, a cluster holds, and a cluster of 16 holds.
+    CudaHandle handle;
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_F16, SMX_DTYPE_F32},
+                               {SMX_DTYPE_F32, SMX_DTYPE_F16}};
+    for (const DtypePair& pair : pairs) {
+        for (std::int64_t row_len : {std::int64_t{700}, std::int64_t{5000}, std::int64_t{40000}}) {
+            for (double slope : {+1.0, -1.0}) {
+                for (bool log_mode : {false, true}) {
+                    HostTensor x = make_tensor(pair.x, {row_len, 72});
+                    HostTensor y = make_tensor(pair.y, x.shape);
+                    fill_random(x, test_rng(), 0.5);
+                    // The ramp spans 30 (e^30 between its ends), so every row still counts in the sum.
+                    for (std::int64_t j = 0; j < row_len; ++j) {
+                        for (std::int64_t i = 0; i < 72; ++i) {
+                            const std::int64_t at = x.offset_of({j, i});
+                            x.set(at, x.get(at) + slope * 30.0 * static_cast<double>(j) / static_cast<double>(row_len));
+                        }
+                    }
+                    std::string plan;
+                    const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
+                    INFO("ramp of slope " << slope << ": " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
+                    CHECK(mismatch == "");
+                    CHECK(kernel_kind(plan) == "spatial-tile");
+                }
+            }
+            // -inf in the first half of every column, values near -300 in the second: a thread's sum over
+            // only -inf rows (0, taken relative to a shift of 0) must not be moved to the new shift, where
+            // the factor e^300 would overflow into 0 * inf = NaN.
+            for (bool log_mode : {false, true}) {
+                HostTensor x = make_tensor(pair.x, {row_len, 72});
+                HostTensor y = make_tensor(pair.y, x.shape);
+                fill_random(x, test_rng());
+                for (std::int64_t j = 0; j < row_len; ++j) {
+                    for (std::int64_t i = 0; i < 72; ++i) {
+                        const std::int64_t at = x.offset_of({j, i});
+                        x.set(at, j < row_len / 2 ? -std::numeric_limits<double>::infinity() : x.get(at) - 300.0);
+                    }
+                }
+                std::string plan;
+                const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
+                INFO("-inf then -300: " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
+                CHECK(mismatch == "");
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda layouts: a small spatial tile split across a cluster", "[cuda][sanitize]") {
     CudaHandle handle;
     for (bool log_mode : {false, true}) {
