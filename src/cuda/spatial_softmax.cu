@@ -313,6 +313,9 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             }
         }
         wait_async_copies();
+        // No thread reads another's cache rows, but 16-bit -> f32 measured 1-3 points of copy slower on the
+        // clustered layouts without this barrier (H200, perf-notes runs 75-76); the other pairs do not need it.
+        if constexpr (sizeof(Y) > sizeof(X)) __syncthreads();
 
         // The two passes: this thread's share of its kPack columns, the max, then the sum of exp relative to it.
         if (!stats_ready) {
