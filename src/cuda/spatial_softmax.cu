@@ -125,7 +125,7 @@ __device__ __forceinline__ Stats<C> fold_partials(const Stats<C>* partials, int 
 // time while the later groups are still in flight.
 constexpr int kStatsChunkRows = 4;
 
-// One thread's share of a tile, x read once: copies its `rows` 16-byte vectors (kPack columns) to shared
+// One thread's share of an f32 tile, x read once: copies its `rows` 16-byte vectors (4 columns) to shared
 // memory, all issued up front in groups of kStatsChunkRows rows, and folds each group into per-column
 // (max, sum) as soon as it has landed, so the statistics run under the tile's load instead of after it
 // (the tile's only serial phase without memory traffic; each thread reads back only what it copied
@@ -133,15 +133,15 @@ constexpr int kStatsChunkRows = 4;
 // max grows (one exp per column and group, none when it stays). Outputs as the two-pass form gives them:
 // the max and the sum of exp(v - shift_of(max)). Returns false when some shift was outside the fast exp's
 // range (huge or infinite values): every copy has landed by then and the caller recomputes the statistics
-// with the two passes.
-template <class X, int kPack>
-__device__ __forceinline__ bool pipelined_vector_stats(X* target, const X* source, int rows, int target_step,
+// with the two passes. (16-bit x measured slower this way and keeps the two passes: see the caller.)
+template <int kPack>
+__device__ __forceinline__ bool pipelined_vector_stats(float* target, const float* source, int rows, int target_step,
                                                        std::int64_t source_step, float (&local_max)[kPack],
                                                        float (&local_sum)[kPack]) {
     const int chunks = (rows + kStatsChunkRows - 1) / kStatsChunkRows;
     {
-        X* copy_target = target;
-        const X* copy_source = source;
+        float* copy_target = target;
+        const float* copy_source = source;
         for (int chunk = 0; chunk < chunks; ++chunk) {
 #pragma unroll
             for (int j = 0; j < kStatsChunkRows; ++j) {
@@ -161,39 +161,28 @@ __device__ __forceinline__ bool pipelined_vector_stats(X* target, const X* sourc
         sum[k] = 0.0f;
     }
     bool fast = true;
-    const X* chunk_rows = target;
+    const float* chunk_rows = target;
     for (int chunk = 0; chunk < chunks; ++chunk, chunk_rows += kStatsChunkRows * target_step) {
         wait_async_copies_but(chunks - 1 - chunk);
         const int first = chunk * kStatsChunkRows;
-        float chunk_max[kPack];
-        if constexpr (sizeof(X) == 2) {
-            PairedMax<X> paired[kPack / 2];  // two columns per HMNMX2, on the 16-bit values as they are
-#pragma unroll
-            for (int j = 0; j < kStatsChunkRows; ++j) {
-                if (first + j < rows) {
-                    const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(chunk_rows + j * target_step);
-#pragma unroll
-                    for (int k = 0; k < kPack / 2; ++k) paired[k].add(pair_of(pack, k));
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < kPack / 2; ++k) {
-                chunk_max[2 * k] = paired[k].low();
-                chunk_max[2 * k + 1] = paired[k].high();
-            }
-        } else {
-#pragma unroll
-            for (int k = 0; k < kPack; ++k) chunk_max[k] = neg_inf<float>();
+        // Calls visit(values) for each row of this group (the last group may be short).
+        const auto for_group_rows = [&](auto&& visit) {
 #pragma unroll
             for (int j = 0; j < kStatsChunkRows; ++j) {
                 if (first + j < rows) {
                     float values[kPack];
                     load_pack(chunk_rows + j * target_step, values);
-#pragma unroll
-                    for (int k = 0; k < kPack; ++k) chunk_max[k] = max_skip_nan(chunk_max[k], values[k]);
+                    visit(values);
                 }
             }
-        }
+        };
+        float chunk_max[kPack];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) chunk_max[k] = neg_inf<float>();
+        for_group_rows([&](const float (&values)[kPack]) {
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) chunk_max[k] = max_skip_nan(chunk_max[k], values[k]);
+        });
         float scaled_shift[kPack];  // S = shift * log2(e), rounded: exp(v - shift) ~ 2^(v * log2(e) - S)
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
@@ -208,15 +197,10 @@ __device__ __forceinline__ bool pipelined_vector_stats(X* target, const X* sourc
                 sum[k] *= exp2_approx(old_max * kLog2e - scaled_shift[k]);
             }
         }
+        for_group_rows([&](const float (&values)[kPack]) {
 #pragma unroll
-        for (int j = 0; j < kStatsChunkRows; ++j) {
-            if (first + j < rows) {
-                float values[kPack];
-                load_pack(chunk_rows + j * target_step, values);
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) sum[k] += exp2_approx(fmaf(values[k], kLog2e, -scaled_shift[k]));
-            }
-        }
+            for (int k = 0; k < kPack; ++k) sum[k] += exp2_approx(fmaf(values[k], kLog2e, -scaled_shift[k]));
+        });
     }
 #pragma unroll
     for (int k = 0; k < kPack; ++k) {
@@ -296,8 +280,8 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             const std::int64_t source_step = axis_groups * args.x_axis_stride;
             if constexpr (std::is_same<X, float>::value) {
                 const int rows = count > axis_group ? (count - axis_group + axis_groups - 1) / axis_groups : 0;
-                stats_ready = pipelined_vector_stats<X, kPack>(target, source, rows, axis_groups * width, source_step,
-                                                               local_max, local_sum);
+                stats_ready = pipelined_vector_stats<kPack>(target, source, rows, axis_groups * width, source_step,
+                                                            local_max, local_sum);
             } else {
 #pragma unroll 4
                 for (int r = axis_group; r < count; r += axis_groups) {
