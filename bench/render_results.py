@@ -45,9 +45,24 @@ def render(data, smx_bench):
         for r in smx_bench["records"]:
             graph_us[(r["op"], r["x_dtype"], r["y_dtype"], r.get("label"))] = r.get("graph_us")
     lines = [BEGIN, ""]
-    lines.append(f"Run: {data.get('device')} · commit `{data.get('commit')}` · {data.get('date')} · torch "
-                 f"{data.get('torch_version')} · copy bandwidth measured in the same run "
-                 f"**{data['copy_tbps']:.3f} TB/s** ({data.get('copy_method')}).")
+    commits = {r.get("commit") for r in records}
+    if len(commits) <= 1:
+        lines.append(f"Run: {data.get('device')} · commit `{data.get('commit')}` · {data.get('date')} · torch "
+                     f"{data.get('torch_version')} · copy bandwidth measured in the same run "
+                     f"**{data['copy_tbps']:.3f} TB/s** ({data.get('copy_method')}).")
+    else:
+        # Records assembled from several runs (--append): each group's commits, dates and copy bandwidths.
+        lines.append(f"Runs: {data.get('device')} · torch {data.get('torch_version')} · copy bandwidth "
+                     f"({data.get('copy_method')}) measured in each run, every record against its own:")
+        lines.append("")
+        for group in ("lastdim", "layouts", "decode"):
+            rs = [r for r in records if group_of(r) == group]
+            if not rs:
+                continue
+            runs = sorted({(r.get("commit"), (r.get("date") or "")[:10]) for r in rs})
+            copies = [r["copy_tbps"] for r in rs if r.get("copy_tbps")]
+            lines.append(f"- {group}: " + ", ".join(f"commit `{c}` ({d})" for c, d in runs) +
+                         f"; copy {min(copies):.3f}-{max(copies):.3f} TB/s")
     lines.append("")
     lines.append("| group | cases | checks ok | median speedup vs torch eager | min speedup | slower than torch | "
                  "under % target |")
