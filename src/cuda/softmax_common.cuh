@@ -474,19 +474,43 @@ __device__ __forceinline__ C group_sum(C v) {
     return v;
 }
 
-// Combines statistics across lanes that differ in the bits of [first_offset, 32) (xor butterflies; every
-// lane ends with bitwise the same result). The max first (one FMNMX per step), then each lane's sum
-// rescaled once to it and summed (one FADD per step): one exp per lane, where folding (max, sum) pairs
-// took two exps and a branch per step. fmaxf may drop a NaN max, but by the Stats invariant that lane's
-// sum is NaN and reaches the total, which then makes the max NaN; +inf likewise (its sum is NaN).
+// Combines kColumns statistics at once across lanes that differ in the bits of [first_offset, 32) (xor
+// butterflies; every lane ends with bitwise the same result). The max first (one FMNMX per step), then
+// each lane's sum rescaled once to it and summed (one FADD per step): one exp per lane and column, where
+// folding (max, sum) pairs took two exps and a branch per step; every column moves at each step, so their
+// shuffles overlap. fmaxf may drop a NaN max, but by the Stats invariant that lane's sum is NaN and
+// reaches the total, which then makes the max NaN; +inf likewise (its sum is NaN).
+template <int kColumns, class C>
+__device__ __forceinline__ void warp_combine_columns(Stats<C> (&columns)[kColumns], int first_offset = 1) {
+    C max[kColumns];
+#pragma unroll
+    for (int k = 0; k < kColumns; ++k) max[k] = columns[k].max;
+    for (int offset = 16; offset >= first_offset; offset /= 2) {
+#pragma unroll
+        for (int k = 0; k < kColumns; ++k) max[k] = max_skip_nan(max[k], __shfl_xor_sync(0xffffffffu, max[k], offset));
+    }
+    C sum[kColumns];
+#pragma unroll
+    for (int k = 0; k < kColumns; ++k) {
+        sum[k] = columns[k].sum * rescale(columns[k].max, max[k]);  // exactly 1 for equal maxima: -inf lanes add 0
+    }
+    for (int offset = 16; offset >= first_offset; offset /= 2) {
+#pragma unroll
+        for (int k = 0; k < kColumns; ++k) sum[k] += __shfl_xor_sync(0xffffffffu, sum[k], offset);
+    }
+#pragma unroll
+    for (int k = 0; k < kColumns; ++k) {
+        if (sum[k] != sum[k]) max[k] = sum[k];
+        columns[k] = {max[k], sum[k]};
+    }
+}
+
+// One column's statistics combined across lanes (see warp_combine_columns).
 template <class C>
 __device__ __forceinline__ Stats<C> warp_combine_stats(Stats<C> s, int first_offset = 1) {
-    C max = s.max;
-    for (int offset = 16; offset >= first_offset; offset /= 2) max = max_skip_nan(max, __shfl_xor_sync(0xffffffffu, max, offset));
-    C sum = s.sum * rescale(s.max, max);  // rescale is exactly 1 for equal maxima: -inf lanes add 0, not NaN
-    for (int offset = 16; offset >= first_offset; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (sum != sum) max = sum;
-    return {max, sum};
+    Stats<C> columns[1] = {s};
+    warp_combine_columns(columns, first_offset);
+    return columns[0];
 }
 
 // The block's statistics, written to *result by thread 0 and returned complete in warp 0 (scratch: 32

@@ -7,9 +7,9 @@
 // CTAs (sm_90) splits a column that one CTA cannot hold: each CTA folds its slice into per-column
 // (max, sum) partials (f32 x while the slice is still landing), the cluster exchanges them through
 // distributed shared memory, and every CTA folds them in the same order. Traffic: x read once, y written
-// once. Thread t handles vector t % V at axis
-// positions t / V + k * (T / V): a warp touches 32 / V rows of V * 16 contiguous bytes, coalesced, and
-// shared memory is read as whole 16-byte vectors without bank conflicts.
+// once. Thread t handles vector t % V at axis positions t / V + k * (T / V): a warp touches 32 / V rows of
+// V * 16 contiguous bytes, coalesced, and shared memory is read as whole 16-byte vectors without bank
+// conflicts.
 //
 // spatial-online (fallback for columns too long to cache even across a cluster of 16): lanes along the
 // columns, per-thread online (max, sum) over the thread's axis share, combined across lanes and warps,
@@ -84,34 +84,8 @@ __device__ __forceinline__ Stats<C> merge_column_stats(Stats<C> a, Stats<C> b) {
     return {max, a.sum * exp_of(a.max - max) + b.sum * exp_of(b.max - max)};
 }
 
-// Folds a thread's kPack columns across the lanes that hold the same columns (lanes differing in the bits
-// >= first_offset), max first, then each lane's sum rescaled once to that max and summed: one exp per
-// column per lane, where merging (max, sum) pairs at every step took two exps and a branch per step. All
-// columns move at each step, so their shuffles overlap. Every lane ends with bitwise the same result;
-// rescale is exactly 1 for equal maxima, so -inf lanes add 0 and a NaN sum (a NaN or +inf seen) reaches
-// the total.
-template <int kPack, class C>
-__device__ __forceinline__ void fold_lane_columns(const C (&lane_max)[kPack], const C (&lane_sum)[kPack],
-                                                  int first_offset, Stats<C> (&folded)[kPack]) {
-    C max[kPack];
-    C sum[kPack];
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) max[k] = lane_max[k];
-    for (int offset = 16; offset >= first_offset; offset /= 2) {
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) max[k] = max_skip_nan(max[k], __shfl_xor_sync(0xffffffffu, max[k], offset));
-    }
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) sum[k] = lane_sum[k] * rescale(lane_max[k], max[k]);
-    for (int offset = 16; offset >= first_offset; offset /= 2) {
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) sum[k] += __shfl_xor_sync(0xffffffffu, sum[k], offset);
-    }
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) folded[k] = {max[k], sum[k]};
-}
-
-// The same fold over `count` partials (one column of every warp), in a fixed order.
+// warp_combine_columns' fold over `count` partials (one column of every warp) in shared memory, in a
+// fixed order.
 template <class C>
 __device__ __forceinline__ Stats<C> fold_partials(const Stats<C>* partials, int count, int stride) {
     C max = partials[0].max;
@@ -350,7 +324,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         }
 
         // Fold lanes of the same vector (they differ in the lane bits >= log2(V)), then the warps. Pairs with
-        // a wider output (16-bit -> f32) keep the pairwise merge at every step: with fold_lane_columns they
+        // a wider output (16-bit -> f32) keep the pairwise merge at every step: with warp_combine_columns they
         // measured 1-4 points of copy slower on every layout (H200, perf-notes run 74; their store loop's
         // code was the same up to register names), where every other pair gained up to 3.5.
         if constexpr (sizeof(Y) > sizeof(X)) {
@@ -366,7 +340,9 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             }
         } else {
             Stats<C> lane_folded[kPack];
-            fold_lane_columns(local_max, local_sum, vectors, lane_folded);
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) lane_folded[k] = {local_max[k], local_sum[k]};
+            warp_combine_columns(lane_folded, vectors);
             if (lane < vectors) {
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) warp_partials[tid / 32][vector * kPack + k] = lane_folded[k];
