@@ -193,6 +193,11 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
     constexpr int kWarps = kSpatialTileThreads / 32;
     constexpr int kMaxWidth = kSpatialMaxVectors * kPack;
     constexpr std::uintptr_t kStoreAlign = kStoreAlignment<Y, kPack>;
+    // Pairs whose output is wider than the input (16-bit -> f32) measured slower with three things every
+    // other pair gained from, for causes not found (their loops compile alike): they keep a barrier after
+    // the tile's load (1-3 points of copy, perf-notes runs 75-76), the pairwise statistics merge at every
+    // fold step (1-4 points, run 74) and their own store loop (10-20%, runs 27-30).
+    constexpr bool kWiderOutput = sizeof(Y) > sizeof(X);
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ Stats<C> warp_partials[kWarps][kMaxWidth];
     __shared__ Stats<C> cta_partials[kMaxWidth];  // this CTA's per-column stats, read by its cluster peers
@@ -271,9 +276,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             }
         }
         wait_async_copies();
-        // No thread reads another's cache rows, but 16-bit -> f32 measured 1-3 points of copy slower on the
-        // clustered layouts without this barrier (H200, perf-notes runs 75-76); the other pairs do not need it.
-        if constexpr (sizeof(Y) > sizeof(X)) __syncthreads();
+        if constexpr (kWiderOutput) __syncthreads();  // no thread reads another's cache rows (see kWiderOutput)
 
         // The two passes: this thread's share of its kPack columns, the max, then the sum of exp relative to it.
         if (!stats_ready) {
@@ -323,11 +326,8 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             });
         }
 
-        // Fold lanes of the same vector (they differ in the lane bits >= log2(V)), then the warps. Pairs with
-        // a wider output (16-bit -> f32) keep the pairwise merge at every step: with warp_combine_columns they
-        // measured 1-4 points of copy slower on every layout (H200, perf-notes run 74; their store loop's
-        // code was the same up to register names), where every other pair gained up to 3.5.
-        if constexpr (sizeof(Y) > sizeof(X)) {
+        // Fold lanes of the same vector (they differ in the lane bits >= log2(V)), then the warps.
+        if constexpr (kWiderOutput) {
 #pragma unroll
             for (int k = 0; k < kPack; ++k) {
                 Stats<C> stats{local_max[k], local_sum[k]};
@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         };
         if (tid < width) {
             Stats<C> stats;
-            if constexpr (sizeof(Y) > sizeof(X)) {
+            if constexpr (kWiderOutput) {
                 stats = warp_partials[0][tid];
                 for (int w = 1; w < kWarps; ++w) stats = merge_column_stats(stats, warp_partials[w][tid]);
             } else {
@@ -423,11 +423,10 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
                 }
             }
         };
-        if constexpr (sizeof(Y) > sizeof(X)) {
-            // Output wider than input (16-bit -> f32): store_pass's loop shape (pointer walks, whole and
-            // partial vectors in separate loops) measured 10-20 % slower for these pairs than this loop, with
-            // one formula per loop (run 27) or all of them in one lambda (run 30); cause not found. So these
-            // pairs keep their own loop, choosing the formula per element.
+        if constexpr (kWiderOutput) {
+            // store_pass's loop shape (pointer walks, whole and partial vectors in separate loops) measured
+            // 10-20 % slower for these pairs than this loop, with one formula per loop (run 27) or all of
+            // them in one lambda (run 30). So they keep their own loop, choosing the formula per element.
             with_exp_form<C>(fast, [&](auto form) {
                 if (!log_mode) {
 #pragma unroll
