@@ -198,6 +198,9 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
     // the tile's load (1-3 points of copy, perf-notes runs 75-76), the pairwise statistics merge at every
     // fold step (1-4 points, run 74) and their own store loop (10-20%, runs 27-30).
     constexpr bool kWiderOutput = sizeof(Y) > sizeof(X);
+    // A thread's consecutive cache rows lie (T / V) rows of W = V * P elements apart: T * P elements whatever V
+    // is. A compile-time step lets the unrolled loops address shared memory by immediate offsets.
+    constexpr int kCacheRowStep = kSpatialTileThreads * kPack;
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ Stats<C> warp_partials[kWarps][kMaxWidth];
     __shared__ Stats<C> cta_partials[kMaxWidth];  // this CTA's per-column stats, read by its cluster peers
@@ -240,6 +243,10 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         const X* x_vector = x + outer * args.x_outer_stride + slice_begin * args.x_axis_stride + column;
         Y* y_vector = y + outer * args.y_outer_stride + slice_begin * args.y_axis_stride + column;
         X* cache_vector = cache + vector * kPack;
+        X* cache_rows = cache_vector + axis_group * width;  // this thread's first cache row
+        // Axis positions axis_group, axis_group + axis_groups, ... below count. The loops below count them
+        // rather than test each position, so an unrolled loop tests once per 4 rows.
+        const int rows = count > axis_group ? (count - axis_group + axis_groups - 1) / axis_groups : 0;
 
         // Each thread reads back only the cache rows it wrote itself (the same vector and axis positions in
         // every pass), so the cache needs no barrier; this one keeps the previous tile's per-column statistics
@@ -254,18 +261,15 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
         // bf16 64x128x4096 dim=1 softmax (-1); 16-bit x lost 1-4 points pipelined (-> f32: 10-13).
         bool stats_ready = false;
         if (x_vector_loads && valid == kPack) {
-            X* target = cache_vector + axis_group * width;
             const X* source = x_vector + axis_group * args.x_axis_stride;
             const std::int64_t source_step = axis_groups * args.x_axis_stride;
             if constexpr (std::is_same<X, float>::value) {
-                const int rows = count > axis_group ? (count - axis_group + axis_groups - 1) / axis_groups : 0;
-                stats_ready = pipelined_vector_stats<kPack>(target, source, rows, axis_groups * width, source_step,
+                stats_ready = pipelined_vector_stats<kPack>(cache_rows, source, rows, kCacheRowStep, source_step,
                                                             local_max, local_sum);
             } else {
 #pragma unroll 4
-                for (int r = axis_group; r < count; r += axis_groups) {
-                    copy_16_bytes_async(target, source);
-                    target += axis_groups * width;
+                for (int i = 0; i < rows; ++i) {
+                    copy_16_bytes_async(cache_rows + i * kCacheRowStep, source);
                     source += source_step;
                 }
             }
@@ -284,8 +288,8 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
                 // Two columns per HMNMX2, on the cached 16-bit values as they are (no widening).
                 PairedMax<X> paired[kPack / 2];
 #pragma unroll 4
-                for (int r = axis_group; r < count; r += axis_groups) {
-                    const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(cache_vector + r * width);
+                for (int i = 0; i < rows; ++i) {
+                    const Packed<X, kPack> pack = *reinterpret_cast<const Packed<X, kPack>*>(cache_rows + i * kCacheRowStep);
 #pragma unroll
                     for (int k = 0; k < kPack / 2; ++k) paired[k].add(pair_of(pack, k));
                 }
@@ -298,9 +302,9 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) local_max[k] = neg_inf<C>();
 #pragma unroll 4
-                for (int r = axis_group; r < count; r += axis_groups) {
+                for (int i = 0; i < rows; ++i) {
                     C values[kPack];
-                    load_pack(cache_vector + r * width, values);
+                    load_pack(cache_rows + i * kCacheRowStep, values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], values[k]);
                 }
@@ -315,9 +319,9 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             }
             with_exp_form<C>(local_fast, [&](auto form) {
 #pragma unroll 4
-                for (int r = axis_group; r < count; r += axis_groups) {
+                for (int i = 0; i < rows; ++i) {
                     C values[kPack];
-                    load_pack(cache_vector + r * width, values);
+                    load_pack(cache_rows + i * kCacheRowStep, values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) local_sum[k] += form.make(local_shift[k])(values[k]);
                 }
@@ -393,32 +397,29 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             fast = fast && fast_exp_applies(shift[k]);
         }
         // The store pass, one loop per output formula (a branch inside the loop would issue every formula's
-        // instructions predicated) and per store width, walking x's cache and y by pointer increments.
+        // instructions predicated) and per store width, walking y by pointer increments and the cache by the
+        // compile-time kCacheRowStep.
         const auto store_pass = [&](auto output) {
-            const X* source = cache_vector + axis_group * width;
-            const int source_step = axis_groups * width;
             Y* target = y_vector + axis_group * args.y_axis_stride;
             const std::int64_t target_step = axis_groups * args.y_axis_stride;
             if (y_vector_stores && valid == kPack) {
 #pragma unroll 4
-                for (int r = axis_group; r < count; r += axis_groups) {
+                for (int i = 0; i < rows; ++i) {
                     C values[kPack];
-                    load_pack(source, values);
+                    load_pack(cache_rows + i * kCacheRowStep, values);
                     output(values);
                     store_pack<Y, kPack>(target, values);
-                    source += source_step;
                     target += target_step;
                 }
             } else {
-                for (int r = axis_group; r < count; r += axis_groups) {
+                for (int i = 0; i < rows; ++i) {
                     C values[kPack];
-                    load_pack(source, values);
+                    load_pack(cache_rows + i * kCacheRowStep, values);
                     output(values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (k < valid) target[k] = StoreAs<Y>::from(values[k]);
                     }
-                    source += source_step;
                     target += target_step;
                 }
             }
