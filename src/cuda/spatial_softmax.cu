@@ -128,11 +128,14 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
             commit_async_copies();
         }
     }
-    float running_max[kPack], sum[kPack];
+    // S = shift * log2(e), rounded: exp(v - shift) ~ 2^(v * log2(e) - S). The sum holds terms taken against
+    // the current S, kept from group to group (0 while the max is -inf, whose shift is 0).
+    float running_max[kPack], sum[kPack], scaled_shift[kPack];
 #pragma unroll
     for (int k = 0; k < kPack; ++k) {
         running_max[k] = neg_inf<float>();
         sum[k] = 0.0f;
+        scaled_shift[k] = 0.0f;
     }
     bool fast = true;
     const float* chunk_rows = target;
@@ -157,19 +160,22 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
 #pragma unroll
             for (int k = 0; k < kPack; ++k) chunk_max[k] = max_skip_nan(chunk_max[k], values[k]);
         });
-        float scaled_shift[kPack];  // S = shift * log2(e), rounded: exp(v - shift) ~ 2^(v * log2(e) - S)
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
             const float old_max = running_max[k];
             running_max[k] = max_skip_nan(old_max, chunk_max[k]);
             const float shift = shift_of(running_max[k]);
             fast = fast && fast_exp_applies(shift);
-            scaled_shift[k] = shift * kLog2e;
-            // The sum so far moves to the new shift when the max grows (a factor <= 1). A sum over only -inf
-            // values is 0 (or NaN) and stays as it is: its shift of 0 may lie far above the new one.
+            const float new_scaled_shift = shift * kLog2e;
+            // The sum so far moves to the new shift when the max grows: times 2^(S_old - S_new), the two
+            // rounded shifts its terms were and will be taken against (a factor <= 1). Not
+            // 2^(old_max * log2(e) - S_new): contracted into an FMA, that product goes unrounded and misses
+            // S_old by up to half its ulp (2^-9 at |max| = 45000: 1.4e-3 of the sum so far). A sum over only
+            // -inf values is 0 (or NaN) and stays as it is: its shift of 0 may lie far above the new one.
             if (old_max != running_max[k] && old_max != neg_inf<float>()) {
-                sum[k] *= exp2_approx(old_max * kLog2e - scaled_shift[k]);
+                sum[k] *= exp2_approx(scaled_shift[k] - new_scaled_shift);
             }
+            scaled_shift[k] = new_scaled_shift;
         }
         for_group_rows([&](const float (&values)[kPack]) {
 #pragma unroll
