@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -379,6 +380,42 @@ TEST_CASE("cuda layouts: spatial columns whose max rises in every row, falls aft
                 const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
                 INFO("-inf then -300: " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
                 CHECK(mismatch == "");
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda layouts: spatial columns far from zero, each group of 8 at its own offset", "[cuda]") {
+    // A tile exponentiates a column relative to S = max log2(e) rounded to float, and must remove that
+    // rounding (up to half an ulp of S: 2^-9 at |max| = 45000) from every sum it takes a log of, and use the
+    // rounded S whenever it moves a running sum to a larger max. Groups of 8 columns (one thread's vector for
+    // 16-bit x, two for f32) sit at offsets from 0 to +-45000 on random data: an S misused anywhere puts up
+    // to ~1e-3 into f32 outputs, far over the f32 tolerance. (It found the f32 tiles' running sums moved by
+    // 2^(old_max log2(e) - S_new), whose product an FMA left unrounded: 4.5e-5 relative errors.) Columns of
+    // 700 with 140 outer indices (one CTA per tile) and of 5000 alone (tiles spread over clusters).
+    CudaHandle handle;
+    const double offsets[] = {0.0, 300.0, -300.0, 1000.0, -1000.0, 20000.0, -20000.0, 45000.0, -45000.0};
+    const std::int64_t columns = 8 * static_cast<std::int64_t>(std::size(offsets));
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                               {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
+    struct Layout {
+        std::vector<std::int64_t> shape;
+        int axis;
+    };
+    const Layout layouts[] = {{{140, 700, columns}, 1}, {{5000, columns}, 0}};
+    for (const DtypePair& pair : pairs) {
+        for (const Layout& layout : layouts) {
+            HostTensor x = make_tensor(pair.x, layout.shape);
+            fill_random(x, test_rng());
+            const std::int64_t count = x.numel();  // contiguous: the offset is the logical index
+            for (std::int64_t at = 0; at < count; ++at) x.set(at, x.get(at) + offsets[(at % columns) / 8]);
+            for (bool log_mode : {false, true}) {
+                HostTensor y = make_tensor(pair.y, x.shape);
+                std::string plan;
+                const std::string mismatch = check_on_device(handle.get(), y, x, layout.axis, log_mode, &plan);
+                INFO(describe_case(y, x, layout.axis, log_mode) << " | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(kernel_kind(plan) == "spatial-tile");
             }
         }
     }
