@@ -1,8 +1,8 @@
 // spatial_tile_floor.cu - the floor of the spatial-tile structure on the layouts grid (perf-notes.md runs
-// 89-91): the plan's own geometry (a CTA of 256 threads owns W contiguous inner columns over a slice of the
-// axis, clusters of C CTAs along the axis, thread t on 16-byte vector t % V at axis positions t / V + k (256 /
-// V)), moving bytes only, no softmax arithmetic. First table, per layout and element size (4 or 2 bytes: only
-// the geometry differs), in five modes:
+// 89-91 and 93): the plan's own geometry (a CTA of 256 threads owns W contiguous inner columns over a slice
+// of the axis, clusters of C CTAs along the axis, thread t on 16-byte vector t % V at axis positions t / V +
+// k (256 / V)), moving bytes only, no softmax arithmetic. First table, per layout and element size (4 or 2
+// bytes: only the geometry differs), in five modes:
 //   smem      cp.async of the CTA's whole slice into shared memory, wait, CTA barrier, store it from shared
 //             memory: the tile kernel's memory chain (plain launch, no cluster)
 //   cluster   the same as a cluster launch with one cluster barrier between the load and the store
@@ -11,7 +11,9 @@
 //   memcpy    cudaMemcpyAsync of the same bytes (the copy line; every % is of it)
 // Second table: stream mode at row pieces of 64-512 bytes (what the access pattern allows at other tile
 // widths). Third: smem mode with each CTA's load order rotated to the step the global timer gives, so CTAs
-// resident at once load the same rows together (a DRAM-locality hypothesis; it measured slower).
+// resident at once load the same rows together (a DRAM-locality hypothesis; it measured slower). Fourth
+// (runs 91 and 93): smem mode with the loads as TMA boxes (and the stores too), plain launches, then the
+// cluster mode beside its TMA form, for the layouts the plan clusters.
 // Timed like smx-bench times a case (CUDA events between back-to-back launches, the stream held by a spin
 // kernel, median of 30), four pairs of x and y buffers taken in turn. Not part of the build:
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/spatial_tile_floor.cu -o spatial_tile_floor && ./spatial_tile_floor
@@ -154,14 +156,16 @@ __global__ void __launch_bounds__(kThreads) tile_copy(const Geometry g) {
 // The smem mode with the tile's loads made by the tensor memory accelerator: one thread issues box copies of
 // up to 256 rows x W bytes that land in shared memory and complete on an mbarrier, instead of every thread
 // issuing 16-byte cp.async copies. kTmaStore: the store from shared memory by TMA as well (one thread).
-template <bool kTmaStore>
+// kClustered: launched as the plan's clusters, with one cluster barrier between the load and the store (as
+// the cluster mode adds to smem).
+template <bool kTmaStore, bool kClustered = false>
 __global__ void __launch_bounds__(kThreads) tile_copy_tma(const __grid_constant__ CUtensorMap x_map,
                                                           const __grid_constant__ CUtensorMap y_map, const Geometry g,
                                                           int box_rows) {
     extern __shared__ __align__(128) unsigned char tma_cache[];
     __shared__ __align__(8) unsigned long long landed;
     const int tid = threadIdx.x;
-    const CtaSlice slice = cta_slice(g, blockIdx.x % g.cluster);
+    const CtaSlice slice = cta_slice(g, kClustered ? cg::this_cluster().block_rank() : blockIdx.x % g.cluster);
     const long long outer = slice.outer;
     const long long slice_begin = slice.slice_begin;
     const int count = slice.count;
@@ -192,6 +196,7 @@ __global__ void __launch_bounds__(kThreads) tile_copy_tma(const __grid_constant_
             : "r"(landed_address)
             : "memory");
     }
+    if constexpr (kClustered) cg::this_cluster().sync();
     if constexpr (kTmaStore) {
         if (tid == 0) {
             for (int b = 0; b < boxes; ++b) {
@@ -447,10 +452,14 @@ int main() {
         std::printf("cuTensorMapEncodeTiled not available\n");
         return 1;
     }
-    const void* tma_kernels[] = {reinterpret_cast<const void*>(tile_copy_tma<false>), reinterpret_cast<const void*>(tile_copy_tma<true>)};
-    for (const void* kernel : tma_kernels) PROBE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
-    std::printf("\nsmem mode with TMA box copies (%% of memcpy; plain launch):\n%-22s %2s %7s %9s %9s\n", "layout", "eb", "smem",
-                "tma load", "tma both");
+    const void* tma_kernels[] = {reinterpret_cast<const void*>(tile_copy_tma<false>), reinterpret_cast<const void*>(tile_copy_tma<true>),
+                                 reinterpret_cast<const void*>(tile_copy_tma<false, true>)};
+    for (const void* kernel : tma_kernels) {
+        PROBE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+        PROBE_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
+    std::printf("\nsmem mode with TMA box copies (%% of memcpy; plain launches, the last two columns in the plan's clusters):\n%-22s %2s %7s %9s %9s %10s %10s\n",
+                "layout", "eb", "smem", "tma load", "tma both", "clust", "tma+clust");
     for (const Layout& layout : layouts) {
         for (int element_bytes : {4, 2}) {
             const long long bytes = layout.outer * layout.axis * layout.inner * element_bytes;
@@ -477,23 +486,42 @@ int main() {
                     }
                 }
             }
-            const auto time_plain = [&](const void* kernel, bool tma) {
+            // clustered: a launch in the plan's clusters (kernels that sync the cluster need one).
+            const auto time_launch = [&](const void* kernel, bool tma, bool clustered) {
+                cudaLaunchAttribute attribute{};
+                attribute.id = cudaLaunchAttributeClusterDimension;
+                attribute.val.clusterDim.x = static_cast<unsigned>(g.cluster);
+                attribute.val.clusterDim.y = 1;
+                attribute.val.clusterDim.z = 1;
                 poison();
                 const double micros = time_each([&] {
                     g.x = xs[current];
                     g.y = ys[current];
                     void* tma_args[] = {&x_maps[current], &y_maps[current], &g, &box_rows};
                     void* args[] = {&g};
-                    launch_plain(kernel, grid, smem, tma ? tma_args : args);
+                    cudaLaunchConfig_t config{};
+                    config.gridDim = dim3(grid);
+                    config.blockDim = dim3(kThreads);
+                    config.dynamicSmemBytes = static_cast<size_t>(smem);
+                    config.stream = s;
+                    config.attrs = &attribute;
+                    config.numAttrs = clustered ? 1 : 0;
+                    PROBE_CHECK(cudaLaunchKernelExC(&config, kernel, tma ? tma_args : args));
                 });
                 total_wrong += wrong_words(bytes);
                 return micros;
             };
-            const double smem_us = time_plain(kernels[kSmem], false);
-            const double load_us = time_plain(tma_kernels[0], true);
-            const double both_us = time_plain(tma_kernels[1], true);
-            std::printf("%-22s %2d %6.1f%% %8.1f%% %8.1f%%\n", layout.label, element_bytes, 100.0 * memcpy_us / smem_us,
+            const double smem_us = time_launch(kernels[kSmem], false, false);
+            const double load_us = time_launch(tma_kernels[0], true, false);
+            const double both_us = time_launch(tma_kernels[1], true, false);
+            std::printf("%-22s %2d %6.1f%% %8.1f%% %8.1f%%", layout.label, element_bytes, 100.0 * memcpy_us / smem_us,
                         100.0 * memcpy_us / load_us, 100.0 * memcpy_us / both_us);
+            if (g.cluster > 1) {
+                const double cluster_us = time_launch(kernels[kCluster], false, true);
+                const double tma_cluster_us = time_launch(tma_kernels[2], true, true);
+                std::printf(" %9.1f%% %9.1f%%", 100.0 * memcpy_us / cluster_us, 100.0 * memcpy_us / tma_cluster_us);
+            }
+            std::printf("\n");
         }
     }
     std::printf("\nevery timed copy checked against x: %llu words wrong\n", total_wrong);
