@@ -52,3 +52,29 @@ double median_us_per_call(cudaStream_t stream, int calls, int warmup, long long 
     std::sort(micros.begin(), micros.end());
     return micros[calls / 2];
 }
+
+// Two 1 GiB device buffers, filled, that probes rotate their inputs and outputs through, and the benchmark's
+// copy bandwidth measured between them: a device-to-device cudaMemcpy of 1 GiB, bytes read + written.
+struct GibBuffers {
+    static constexpr size_t kBytes = size_t{1} << 30;
+    char* a = nullptr;
+    char* b = nullptr;
+};
+
+// Allocates and fills the buffers, times the memcpy with time_each (a median_us_per_call wrapper), prints the
+// rate and returns it in TB/s.
+template <class TimeEach>
+double allocate_and_time_gib_copy(GibBuffers* buffers, cudaStream_t stream, TimeEach time_each) {
+    PROBE_CHECK(cudaMalloc(&buffers->a, GibBuffers::kBytes));
+    PROBE_CHECK(cudaMalloc(&buffers->b, GibBuffers::kBytes));
+    PROBE_CHECK(cudaMemset(buffers->a, 0x3c, GibBuffers::kBytes));
+    PROBE_CHECK(cudaMemset(buffers->b, 0x3c, GibBuffers::kBytes));
+    char* a = buffers->a;
+    char* b = buffers->b;
+    const double micros = time_each([&](int i) {
+        PROBE_CHECK(cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, GibBuffers::kBytes, cudaMemcpyDeviceToDevice, stream));
+    });
+    const double tbps = 2.0 * GibBuffers::kBytes / (micros * 1e-6) / 1e12;
+    std::printf("memcpy 1 GiB: %.1f us, %.3f TB/s (read + write)\n", micros, tbps);
+    return tbps;
+}

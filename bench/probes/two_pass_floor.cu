@@ -51,18 +51,11 @@ int main() {
     PROBE_CHECK(cudaMalloc(&sink, 64));
     const auto time_each = [&](auto launch) { return median_us_per_call(s, 200, 10, 40000000, launch); };
 
-    // The benchmark's copy bandwidth: cudaMemcpy of 1 GiB, bytes read + written.
-    const size_t gib = size_t{1} << 30;
-    char *a, *b;
-    PROBE_CHECK(cudaMalloc(&a, gib));
-    PROBE_CHECK(cudaMalloc(&b, gib));
-    PROBE_CHECK(cudaMemset(a, 0x3c, gib));
-    PROBE_CHECK(cudaMemset(b, 0x3c, gib));
-    const double memcpy_us = time_each([&](int i) {
-        PROBE_CHECK(cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, gib, cudaMemcpyDeviceToDevice, s));
-    });
-    const double copy_tbps = 2.0 * gib / (memcpy_us * 1e-6) / 1e12;
-    std::printf("memcpy 1 GiB: %.1f us, %.3f TB/s (read + write)\n", memcpy_us, copy_tbps);
+    GibBuffers buffers;
+    const double copy_tbps = allocate_and_time_gib_copy(&buffers, s, time_each);
+    const size_t gib = GibBuffers::kBytes;
+    char* a = buffers.a;
+    char* b = buffers.b;
     std::printf("grid %d CTAs of %d threads, %d loads of 16 B in flight per thread\n\n", grid, kThreads, kUnroll);
 
     std::printf("%-26s %9s %9s %9s %9s %9s %9s %12s\n", "x bytes", "read us", "TB/s", "copy us", "TB/s", "pair us",
