@@ -105,7 +105,8 @@ const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dty
 const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
-const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+// vector_bytes: 16 (every pair), or 8 (16-bit x written as f32 only; nullptr otherwise).
+const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int vector_bytes);
 const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 

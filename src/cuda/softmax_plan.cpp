@@ -534,6 +534,8 @@ constexpr std::int64_t kSpatialMinSlice = 64;
 // 80.1-80.4%. A smaller cluster at narrower rows did not pay (16x8x4096x64 dim=2 and the transpose at
 // 64 bytes and a cluster of 4, against 128 bytes and 8: 2-8 points slower; 32-byte rows 10-40 slower).
 constexpr int kSpatialMinUnclusteredVectors = 4;
+// 16-bit x written as f32 takes 8-byte vectors from tile rows of this many bytes (see plan_spatial).
+constexpr int kSpatialNarrowVectorMinRowBytes = 128;
 
 // A spatial-tile configuration: 16-byte vectors per tile row, cluster size, axis positions per CTA.
 struct SpatialTileChoice {
@@ -544,6 +546,26 @@ struct SpatialTileChoice {
     std::size_t shared_bytes = 0;
 };
 
+// Lets a spatial-tile kernel take all the dynamic shared memory the device allows next to its static
+// shared memory (*dynamic_limit; 0 when none is left) and, where clusters exist, clusters of 16.
+smxStatus_t prepare_spatial_tile_kernel(const DeviceLimits& limits, const void* kernel, std::size_t* dynamic_limit) {
+    *dynamic_limit = 0;
+    cudaFuncAttributes attributes{};
+    cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+    if (error != cudaSuccess) return cuda::cuda_failure(error, "reading the spatial-tile kernel's attributes");
+    const std::size_t static_bytes = attributes.sharedSizeBytes;
+    if (limits.shared_memory_per_block_optin <= static_bytes) return SMX_STATUS_SUCCESS;
+    // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
+    *dynamic_limit = limits.shared_memory_per_block_optin - static_bytes;
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(*dynamic_limit));
+    if (error != cudaSuccess) return cuda::cuda_failure(error, "raising the spatial-tile kernel's shared memory limit");
+    if (limits.cluster_launch && limits.compute_capability_major >= 9) {
+        error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing clusters of 16 for the spatial-tile kernel");
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
 // The first configuration that caches whole columns: one CTA per column tile at rows of 256 down to 64
 // bytes within the per-CTA budget; else wide tile rows (256 bytes) and the smallest cluster within the
 // budget, then narrower rows (down to 32 bytes), then the opt-in limit with clusters up to 16
@@ -551,20 +573,10 @@ struct SpatialTileChoice {
 smxStatus_t choose_spatial_tile(const SoftmaxInfo& info, const DeviceLimits& limits, const void* kernel,
                                 SpatialTileChoice* choice) {
     *choice = {};
-    cudaFuncAttributes attributes{};
-    cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "reading the spatial-tile kernel's attributes");
-    const std::size_t static_bytes = attributes.sharedSizeBytes;
-    if (limits.shared_memory_per_block_optin <= static_bytes) return SMX_STATUS_SUCCESS;
-    // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
-    const std::size_t dynamic_limit = limits.shared_memory_per_block_optin - static_bytes;
-    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_limit));
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "raising the spatial-tile kernel's shared memory limit");
+    std::size_t dynamic_limit = 0;
+    SMX_RETURN_IF_ERROR(prepare_spatial_tile_kernel(limits, kernel, &dynamic_limit));
+    if (dynamic_limit == 0) return SMX_STATUS_SUCCESS;
     const bool clusters = limits.cluster_launch && limits.compute_capability_major >= 9;
-    if (clusters) {
-        error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing clusters of 16 for the spatial-tile kernel");
-    }
     const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(info.x_dtype));
     const int max_vectors =
         static_cast<int>(std::min<std::int64_t>(cuda::kSpatialMaxVectors, next_pow2(ceil_div(info.inner, pack))));
@@ -632,12 +644,29 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
     plan->launch_count = 1;
 
     // (a) Whole columns cached on chip by one CTA or a cluster: x read once, y written once.
-    const void* tile_kernel = cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype);
+    const void* tile_kernel = cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype, 16);
     SMX_RETURN_IF_ERROR(require_kernel(tile_kernel, info, "spatial-tile"));
     SpatialTileChoice tile;
     SMX_RETURN_IF_ERROR(choose_spatial_tile(info, limits, tile_kernel, &tile));
     if (tile.fits) {
         const int width = tile.vectors * static_cast<int>(16 / dtype_size(info.x_dtype));
+        // 16-bit x written as f32, at tile rows of 128 bytes or more: the same geometry in 8-byte vectors
+        // (4 columns a thread, 16-byte f32 stores; 48 registers, so 5 CTAs per SM where shared memory allows
+        // them). H200, perf-notes runs 98-99, bf16 / f16 -> f32, both modes, % of copy: 16x8x4096x64 dim=2
+        // 61-62 -> 70-71, 64x128x4096 dim=1 78-80 -> 82-83, the transpose 61 -> 67; at 64-byte rows 8-byte
+        // vectors lost 4-6 points (32x1024x1024, 8192x4096 dim=0), and for 16-bit -> 16-bit 1-14 everywhere.
+        int vector_bytes = 16;
+        if (dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 4 && tile.vectors * 16 >= kSpatialNarrowVectorMinRowBytes) {
+            const void* narrow_kernel = cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype, 8);
+            SMX_RETURN_IF_ERROR(require_kernel(narrow_kernel, info, "spatial-tile (8-byte vectors)"));
+            std::size_t narrow_dynamic_limit = 0;
+            SMX_RETURN_IF_ERROR(prepare_spatial_tile_kernel(limits, narrow_kernel, &narrow_dynamic_limit));
+            // Same static shared memory, fewer registers: what fit the 16-byte kernel fits this one.
+            if (tile.shared_bytes <= narrow_dynamic_limit) {
+                tile_kernel = narrow_kernel;
+                vector_bytes = 8;
+            }
+        }
         const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
         const std::int64_t clusters = std::min<std::int64_t>(info.outer * tiles_per_outer, INT_MAX / tile.cluster);
         const unsigned grid = static_cast<unsigned>(clusters * tile.cluster);
@@ -647,9 +676,9 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
         plan->args.slice_len = tile.slice_len;
         plan->launches[0] = {tile_kernel, dim3(grid), dim3(cuda::kSpatialTileThreads), tile.shared_bytes,
                              tile.cluster > 1 ? static_cast<unsigned>(tile.cluster) : 0u};
-        plan->text = fmt::format("cuda spatial-tile tile={} vectors={} cluster={} slice={} smem={} threads={} grid={}",
-                                 width, tile.vectors, tile.cluster, tile.slice_len, tile.shared_bytes,
-                                 cuda::kSpatialTileThreads, grid);
+        plan->text = fmt::format("cuda spatial-tile tile={} vectors={}x{}B cluster={} slice={} smem={} threads={} grid={}",
+                                 width, tile.vectors * 16 / vector_bytes, vector_bytes, tile.cluster, tile.slice_len,
+                                 tile.shared_bytes, cuda::kSpatialTileThreads, grid);
         return SMX_STATUS_SUCCESS;
     }
 

@@ -1,14 +1,15 @@
 // spatial_softmax.cu - Spatial layout: the axis is strided and `inner` is contiguous in x and y; element
 // (o, j, i) sits at o * outer_stride + j * axis_stride + i. Two kernels:
 //
-// spatial-tile (the fast path): a CTA owns a tile of W = V x P contiguous inner columns (V 16-byte vectors
-// of P elements) of one outer index over a slice of the axis, and caches it in shared memory in the input
-// dtype (cp.async, 16 bytes at a time, when x's addresses allow; element-wise otherwise). A cluster of C
+// spatial-tile (the fast path): a CTA owns a tile of W = V x P contiguous inner columns (V vectors of P
+// elements: 16 bytes, or 8 for 16-bit x written as f32 at tile rows of 128+ bytes) of one outer index over
+// a slice of the axis, and caches it in shared memory in the input dtype (cp.async, a vector at a time,
+// when x's addresses allow; element-wise otherwise). A cluster of C
 // CTAs (sm_90) splits a column that one CTA cannot hold: each CTA folds its slice into per-column
 // (max, sum) partials (f32 x while the slice is still landing), the cluster exchanges them through
 // distributed shared memory, and every CTA folds them in the same order. Traffic: x read once, y written
 // once. Thread t handles vector t % V at axis positions t / V + k * (T / V): a warp touches 32 / V rows of
-// V * 16 contiguous bytes, coalesced, and shared memory is read as whole 16-byte vectors without bank
+// V vectors of contiguous bytes, coalesced, and shared memory is read as whole vectors without bank
 // conflicts.
 //
 // spatial-online (fallback for columns too long to cache even across a cluster of 16): lanes along the
@@ -27,6 +28,19 @@ __device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const v
     const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
     const std::size_t global_address = __cvta_generic_to_global(global_source);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
+}
+
+// An 8- or 16-byte async copy. cp.async.cg (L2 only) takes 16 bytes; 8-byte copies go through L1 (.ca).
+template <int kBytes>
+__device__ __forceinline__ void copy_vector_async(void* shared_target, const void* global_source) {
+    if constexpr (kBytes == 16) {
+        copy_16_bytes_async(shared_target, global_source);
+    } else {
+        static_assert(kBytes == 8, "8 or 16 bytes");
+        const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
+        const std::size_t global_address = __cvta_generic_to_global(global_source);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address), "l"(global_address) : "memory");
+    }
 }
 
 __device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
@@ -192,12 +206,21 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
     return fast;
 }
 
-template <class X, class Y>
-__global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(const SoftmaxKernelArgs args) {
+// kVectorBytes: the bytes of x a thread copies and reads per access (its vector), 16 or 8. 8-byte vectors
+// (16-bit x only: 4 columns) halve each thread's per-column state, so the kernel fits 48 registers and a
+// fifth CTA per SM where shared memory allows (32 KB tiles); the 16-byte ones need their 64 (at 48 they
+// spill and lost 5-15 points, perf-notes run 58).
+template <int kVectorBytes>
+constexpr int kSpatialTileMinCtasPerSm = kVectorBytes == 8 ? 5 : 4;
+
+template <class X, class Y, int kVectorBytes>
+__global__ void __launch_bounds__(kSpatialTileThreads, kSpatialTileMinCtasPerSm<kVectorBytes>)
+    spatial_tile_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
-    constexpr int kPack = kPackOf<X>;
+    static_assert(kVectorBytes == 16 || (kVectorBytes == 8 && sizeof(X) == 2), "16-byte vectors, or 8 for 16-bit x");
+    constexpr int kPack = kVectorBytes / static_cast<int>(sizeof(X));
     constexpr int kWarps = kSpatialTileThreads / 32;
-    constexpr int kMaxWidth = kSpatialMaxVectors * kPack;
+    constexpr int kMaxWidth = kSpatialMaxVectors * 16 / static_cast<int>(sizeof(X));  // 256 bytes of x
     constexpr std::uintptr_t kStoreAlign = kStoreAlignment<Y, kPack>;
     // Pairs whose output is wider than the input (16-bit -> f32) measured slower with three things every
     // other pair gained from, for causes not found (their loops compile alike): they keep a barrier after
@@ -220,7 +243,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
     X* cache = reinterpret_cast<X*>(dynamic_shared);  // [slice row][tile column]
     const bool log_mode = args.log_mode != 0;
     const int width = args.tile_width;
-    const int vectors = width / kPack;  // a power of two <= kSpatialMaxVectors
+    const int vectors = width / kPack;  // a power of two, at most 256 bytes of x in all
     const int tid = threadIdx.x;
     const int lane = tid % 32;
     const int vector = tid & (vectors - 1);
@@ -233,9 +256,9 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
     const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
     const std::int64_t tiles = args.tiles;
     // Every vector of x starts 16-byte aligned (and every y vector store-aligned) iff base and strides are.
-    const bool x_vector_loads = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
-                           (args.x_axis_stride * static_cast<std::int64_t>(sizeof(X))) % 16 == 0 &&
-                           (args.x_outer_stride * static_cast<std::int64_t>(sizeof(X))) % 16 == 0;
+    const bool x_vector_loads = reinterpret_cast<std::uintptr_t>(x) % kVectorBytes == 0 &&
+                           (args.x_axis_stride * static_cast<std::int64_t>(sizeof(X))) % kVectorBytes == 0 &&
+                           (args.x_outer_stride * static_cast<std::int64_t>(sizeof(X))) % kVectorBytes == 0;
     const bool y_vector_stores = reinterpret_cast<std::uintptr_t>(y) % kStoreAlign == 0 &&
                            (args.y_axis_stride * static_cast<std::int64_t>(sizeof(Y))) % kStoreAlign == 0 &&
                            (args.y_outer_stride * static_cast<std::int64_t>(sizeof(Y))) % kStoreAlign == 0;
@@ -275,7 +298,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             } else {
 #pragma unroll 4
                 for (int i = 0; i < rows; ++i) {
-                    copy_16_bytes_async(cache_rows + i * kCacheRowStep, source);
+                    copy_vector_async<kVectorBytes>(cache_rows + i * kCacheRowStep, source);
                     source += source_step;
                 }
             }
@@ -310,7 +333,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
 #pragma unroll 4
                 for (int i = 0; i < rows; ++i) {
                     C values[kPack];
-                    load_pack(cache_rows + i * kCacheRowStep, values);
+                    load_pack<X, C, kPack>(cache_rows + i * kCacheRowStep, values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], values[k]);
                 }
@@ -327,7 +350,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
 #pragma unroll 4
                 for (int i = 0; i < rows; ++i) {
                     C values[kPack];
-                    load_pack(cache_rows + i * kCacheRowStep, values);
+                    load_pack<X, C, kPack>(cache_rows + i * kCacheRowStep, values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) local_sum[k] += form.make(local_shift[k])(values[k]);
                 }
@@ -412,7 +435,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
 #pragma unroll 4
                 for (int i = 0; i < rows; ++i) {
                     C values[kPack];
-                    load_pack(cache_rows + i * kCacheRowStep, values);
+                    load_pack<X, C, kPack>(cache_rows + i * kCacheRowStep, values);
                     output(values);
                     store_pack<Y, kPack>(target, values);
                     target += target_step;
@@ -420,7 +443,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
             } else {
                 for (int i = 0; i < rows; ++i) {
                     C values[kPack];
-                    load_pack(cache_rows + i * kCacheRowStep, values);
+                    load_pack<X, C, kPack>(cache_rows + i * kCacheRowStep, values);
                     output(values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
@@ -442,7 +465,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, 4) spatial_tile_softmax(c
 #pragma unroll 4
                 for (int r = axis_group; r < count; r += axis_groups) {
                     C values[kPack];
-                    load_pack(cache_vector + r * width, values);
+                    load_pack<X, C, kPack>(cache_vector + r * width, values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (log_mode) {
@@ -557,10 +580,16 @@ __global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKern
 
 }  // namespace
 
-const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
-    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
-        return reinterpret_cast<const void*>(
-            &spatial_tile_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int vector_bytes) {
+    return visit_dtype_pair(x_dtype, y_dtype, [vector_bytes](auto x_tag, auto y_tag) -> const void* {
+        using X = typename decltype(x_tag)::type;
+        using Y = typename decltype(y_tag)::type;
+        if (vector_bytes == 16) return reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 16>);
+        // 8-byte vectors: instantiated for 16-bit x written as f32 only (the pairs that measured faster).
+        if constexpr (sizeof(X) == 2 && sizeof(Y) == 4) {
+            if (vector_bytes == 8) return reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 8>);
+        }
+        return nullptr;
     });
 }
 

@@ -266,6 +266,46 @@ TEST_CASE("cuda layouts: columns one CTA caches at 64-byte tile rows run without
     }
 }
 
+TEST_CASE("cuda layouts: 16-bit x written as f32 takes 8-byte vectors at tile rows of 128 bytes or more", "[cuda]") {
+    // The plan switches these pairs to the 8-byte-vector instance (4 columns a thread) at wide tile rows:
+    // whole and partial vectors and tiles, one CTA or a cluster per column, vector and element-wise access
+    // on either side. At 64-byte rows, and for every other pair, it keeps 16-byte vectors.
+    CudaHandle handle;
+    struct Case {
+        SpatialCase spatial;
+        bool narrow;  // whether bf16/f16 -> f32 must take 8-byte vectors
+    };
+    const Case cases[] = {
+        {{140, 500, 130, "spatial-tile", Clustered::No}, true},  // 256-byte rows, a partial tile and vector
+        {{3, 2000, 66, "spatial-tile", Clustered::Yes}, true},   // a cluster per column tile, partial vector
+        {{2, 3, 4102, "spatial-tile"}, true},                    // a short axis, many tiles
+        {{140, 1000, 32, "spatial-tile"}, false},                // 64-byte rows keep 16-byte vectors
+    };
+    const DtypePair pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}};
+    for (const Case& c : cases) {
+        for (const DtypePair& pair : pairs) {
+            const bool narrow = c.narrow && pair.y == SMX_DTYPE_F32;
+            for (bool log_mode : {false, true}) {
+                for (const auto& fronts : {std::pair<int, int>{0, 0}, {1, 0}, {0, 1}}) {
+                    const std::vector<std::int64_t> shape = {c.spatial.outer, c.spatial.row_len, c.spatial.inner};
+                    HostTensor x = make_tensor(pair.x, shape, {}, fronts.first);
+                    HostTensor y = make_tensor(pair.y, shape, {}, fronts.second);
+                    fill_random(x, test_rng());
+                    std::string plan;
+                    const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
+                    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+                    CHECK(mismatch == "");
+                    CHECK(kernel_kind(plan) == "spatial-tile");
+                    CHECK((plan.find("x8B") != std::string::npos) == narrow);
+                    if (c.spatial.clustered != Clustered::Any) {
+                        CHECK((plan_value(plan, "cluster") > 1) == (c.spatial.clustered == Clustered::Yes));
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda layouts: spatial tiles with padded outer strides, a reversed axis and in-place", "[cuda]") {
     CudaHandle handle;
     for (bool log_mode : {false, true}) {
@@ -389,8 +429,9 @@ TEST_CASE("cuda layouts: spatial columns far from zero, each group of 8 at its o
     // A tile exponentiates a column relative to S = max log2(e) rounded to float, and must remove that
     // rounding (up to half an ulp of S: 2^-9 at |max| = 45000) from every sum it takes a log of, and use the
     // rounded S whenever it moves a running sum to a larger max. Groups of 8 columns (one thread's vector for
-    // 16-bit x, two for f32) sit at offsets from 0 to +-45000 on random data: an S misused anywhere puts up
-    // to ~1e-3 into f32 outputs, far over the f32 tolerance. (It found the f32 tiles' running sums moved by
+    // 16-bit x, two for f32 and for 16-bit x written as f32 at these tile widths) sit at offsets from 0 to
+    // +-45000 on random data: an S misused anywhere puts up to ~1e-3 into f32 outputs, far over the f32
+    // tolerance. (It found the f32 tiles' running sums moved by
     // 2^(old_max log2(e) - S_new), whose product an FMA left unrounded: 4.5e-5 relative errors.) Columns of
     // 700 with 140 outer indices (one CTA per tile) and of 5000 alone (tiles spread over clusters).
     CudaHandle handle;
@@ -430,6 +471,9 @@ TEST_CASE("cuda layouts: a small spatial tile split across a cluster", "[cuda][s
         HostTensor x16 = make_tensor(SMX_DTYPE_F16, {2, 1500, 72});
         HostTensor y16 = make_tensor(SMX_DTYPE_F16, {2, 1500, 72});
         check_case(handle.get(), y16, x16, 1, log_mode);
+        HostTensor x_wider = make_tensor(SMX_DTYPE_BF16, {2, 1500, 72});  // 8-byte vectors
+        HostTensor y_wider = make_tensor(SMX_DTYPE_F32, {2, 1500, 72});
+        check_case(handle.get(), y_wider, x_wider, 1, log_mode);
     }
 }
 
