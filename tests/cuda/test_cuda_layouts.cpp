@@ -215,8 +215,10 @@ struct SpatialCase {
     Clustered clustered = Clustered::Any;
 };
 
-void check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t x_dtype, smxDataType_t y_dtype,
-                        std::int64_t x_front, std::int64_t y_front, bool log_mode) {
+// Checks one case against the reference and its plan's kind (and cluster, when the case names it); returns
+// the plan text for further checks.
+std::string check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t x_dtype, smxDataType_t y_dtype,
+                               std::int64_t x_front, std::int64_t y_front, bool log_mode) {
     const std::vector<std::int64_t> shape = {c.outer, c.row_len, c.inner};
     HostTensor x = make_tensor(x_dtype, shape, {}, x_front);
     HostTensor y = make_tensor(y_dtype, shape, {}, y_front);
@@ -227,6 +229,7 @@ void check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t 
     CHECK(mismatch == "");
     CHECK(kernel_kind(plan) == c.kernel);
     if (c.clustered != Clustered::Any) CHECK((plan_value(plan, "cluster") > 1) == (c.clustered == Clustered::Yes));
+    return plan;
 }
 
 }  // namespace
@@ -287,19 +290,10 @@ TEST_CASE("cuda layouts: 16-bit x written as f32 takes 8-byte vectors at tile ro
             const bool narrow = c.narrow && pair.y == SMX_DTYPE_F32;
             for (bool log_mode : {false, true}) {
                 for (const auto& fronts : {std::pair<int, int>{0, 0}, {1, 0}, {0, 1}}) {
-                    const std::vector<std::int64_t> shape = {c.spatial.outer, c.spatial.row_len, c.spatial.inner};
-                    HostTensor x = make_tensor(pair.x, shape, {}, fronts.first);
-                    HostTensor y = make_tensor(pair.y, shape, {}, fronts.second);
-                    fill_random(x, test_rng());
-                    std::string plan;
-                    const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
-                    INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
-                    CHECK(mismatch == "");
-                    CHECK(kernel_kind(plan) == "spatial-tile");
+                    const std::string plan =
+                        check_spatial_case(handle.get(), c.spatial, pair.x, pair.y, fronts.first, fronts.second, log_mode);
+                    INFO("plan: " << plan);
                     CHECK((plan.find("x8B") != std::string::npos) == narrow);
-                    if (c.spatial.clustered != Clustered::Any) {
-                        CHECK((plan_value(plan, "cluster") > 1) == (c.spatial.clustered == Clustered::Yes));
-                    }
                 }
             }
         }
