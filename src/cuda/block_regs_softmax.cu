@@ -7,9 +7,15 @@
 //     CTA pushes its statistics into every peer's mailbox (cluster.cuh; 8/16-value instances: peers read
 //     them between two cluster barriers), or
 //   - through the workspace behind a grid-wide barrier (grid-regs plans, args.chunks = C > 0): a
-//     cooperative launch whose CTAs are all resident at once, so one row can spread over every SM.
+//     cooperative launch whose CTAs are all resident at once, so one row can spread over every SM. Where
+//     the rows' CTAs do not all fit at once but one row's do (f32 x), the launch takes G rows at a time
+//     (G x C CTAs) in args.row_steps steps, one grid barrier each (grid-regs-steps, the kRowSteps
+//     instances): x is still read once, each step's slice brought into shared memory by the copy engine
+//     while the CTA works on the step before.
 #include <type_traits>
 
+#include "common/dtype.hpp"
+#include "cuda/bulk_copy.cuh"
 #include "cuda/cluster.cuh"
 #include "cuda/softmax_common.cuh"
 
@@ -19,8 +25,8 @@ namespace {
 // Whether a body serves one mode, chosen at compile time, or both (args.log_mode read at run time).
 enum class ModeChoice { kSoftmax, kLogSoftmax, kRunTime };
 
-// The kernel body; the __global__ wrappers below differ only in their launch bounds.
-template <class X, class Y, int kValues, ModeChoice kMode>
+// The kernel body; the __global__ wrappers below differ in their launch bounds and in kRowSteps.
+template <class X, class Y, int kValues, ModeChoice kMode, bool kRowSteps>
 __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     using C = ComputeType<X>;
     constexpr int kPack = kPackOfPair<X, Y>;
@@ -33,40 +39,66 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     // widened values would not fit in registers, and rows of 32000+ elements gained from the bytes in
     // flight (H200: 8192x32000 f16->f32 60% -> 81%).
     constexpr bool kPackedHold = kValues == 64;
+    // Whether softmax computes each exp again in the write instead of keeping it from the sum: packed
+    // holds must; grid-regs steps do, since 32 kept exps live across the step loop spilled (316-328
+    // bytes at 64 registers) where 32 kept values, as log-softmax holds them, did not.
+    constexpr bool kExpInWrite = kPackedHold || kRowSteps;
     __shared__ Stats<C> warp_partials[32];
     __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
     __shared__ Stats<C> cluster_stats;
     __shared__ ClusterMailbox<Stats<C>, kBlockRegsMaxCluster> mailbox;  // the cluster's CTA statistics, pushed by each CTA
+    __shared__ Stats<C> staged_partials[kRowSteps ? kGridRegsStepsMaxChunks : 1];  // a step's row partials, loaded at once
+    // Grid-regs steps with 16-byte packs: each step's slice (its whole packs) reaches the CTA's dynamic
+    // shared memory by a bulk copy issued one step ahead, so DRAM keeps reading while the CTA reduces,
+    // waits at the grid barrier and writes; the threads take their packs from there.
+    constexpr bool kStagedSteps = kRowSteps && kHasBulkCopy && kPackBytes == 16;
+    static_assert((kPackBytes == 16) == (sizeof(X) >= sizeof(Y)), "grid_regs_steps_shared_bytes' condition");
 
-    // One cluster per row (a persistent loop over rows made the compiler hoist per-pack addresses out of
-    // it and spill the values): grid.x = C x rows_per_grid_row, grid.y = ceil(rows / rows_per_grid_row).
-    // Grid-regs: grid.x = C x rows exactly, a row's C CTAs consecutive (no CTA may leave before the barrier).
-    const bool grid_split = args.chunks > 0;
-    const unsigned ranks = grid_split ? static_cast<unsigned>(args.chunks) : cluster_size();
-    const unsigned rank = grid_split ? blockIdx.x % ranks : cluster_rank();
-    const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * (gridDim.x / ranks) + blockIdx.x / ranks;
-    if (row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
-    // How a cluster's CTAs exchange their statistics: pushed into every peer's mailbox (no release
-    // barriers, none at exit), or written locally and read by the peers between two cluster barriers.
-    // Pushing raised the registers of the 8- and 16-value instances by 6-10 (which cost them CTAs per SM),
-    // so they pull, with an exit barrier that orders no memory.
-    constexpr bool kPushStats = kValues >= 32;
-    if constexpr (kPushStats) {
-        if (!grid_split && ranks > 1) mailbox_open(mailbox, ranks);
-    }
-    const X* x = static_cast<const X*>(args.x);
-    Y* y = static_cast<Y*>(args.y);
-    // A constant unless kMode is kRunTime: the compiler then drops the other mode's code.
-    const bool log_mode = kMode == ModeChoice::kRunTime ? args.log_mode != 0 : kMode == ModeChoice::kLogSoftmax;
-    const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
-    const std::int64_t remaining = args.row_len - slice_begin;
-    const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
-    const int tid = threadIdx.x;
-    const int threads = blockDim.x;
-    const int lane = tid % 32;
-    const int warp = tid / 32;
-
-    {
+    // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
+    // them all; a CTA whose row of the last step is past the end takes it with no elements. Each step
+    // computes its indices afresh from opaque copies of the thread and block indices, so the compiler
+    // holds no loop-invariant offsets across steps (without them, 16-bit x instances spilled 32-48 bytes).
+    const int steps = kRowSteps ? static_cast<int>(args.row_steps) : 1;
+#pragma unroll 1
+    for (int step = 0; step < steps; ++step) {
+        unsigned opaque_block = blockIdx.x;
+        unsigned opaque_block_y = blockIdx.y;
+        if constexpr (kRowSteps) asm volatile("" : "+r"(opaque_block), "+r"(opaque_block_y));
+        const auto block_x = [&] { return kRowSteps ? opaque_block : blockIdx.x; };
+        const auto block_y = [&] { return kRowSteps ? opaque_block_y : blockIdx.y; };
+        // One cluster per row (a persistent loop over rows made the compiler hoist per-pack addresses out
+        // of it and spill the values): grid.x = C x rows_per_grid_row, grid.y = ceil(rows / rows_per_grid_row).
+        // Grid-regs: grid.x = C x rows exactly, a row's C CTAs consecutive (no CTA may leave before the
+        // barrier). Grid-regs steps: grid.x = C x G, step s taking rows s x G .. s x G + G - 1.
+        const bool grid_split = kRowSteps || args.chunks > 0;
+        const unsigned ranks = grid_split ? static_cast<unsigned>(args.chunks) : cluster_size();
+        const unsigned rank = grid_split ? block_x() % ranks : cluster_rank();
+        std::int64_t step_row = static_cast<std::int64_t>(block_y()) * (gridDim.x / ranks) + block_x() / ranks;
+        if constexpr (kRowSteps) step_row += static_cast<std::int64_t>(step) * (gridDim.x / ranks);
+        if (!kRowSteps && step_row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
+        const bool active = !kRowSteps || step_row < args.rows;
+        const std::int64_t row = active ? step_row : 0;
+        // How a cluster's CTAs exchange their statistics: pushed into every peer's mailbox (no release
+        // barriers, none at exit), or written locally and read by the peers between two cluster barriers.
+        // Pushing raised the registers of the 8- and 16-value instances by 6-10 (which cost them CTAs per
+        // SM), so they pull, with an exit barrier that orders no memory.
+        constexpr bool kPushStats = kValues >= 32;
+        if constexpr (kPushStats) {
+            if (!grid_split && ranks > 1) mailbox_open(mailbox, ranks);
+        }
+        const X* x = static_cast<const X*>(args.x);
+        Y* y = static_cast<Y*>(args.y);
+        // A constant unless kMode is kRunTime: the compiler then drops the other mode's code.
+        const bool log_mode = kMode == ModeChoice::kRunTime ? args.log_mode != 0 : kMode == ModeChoice::kLogSoftmax;
+        const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
+        const std::int64_t remaining = args.row_len - slice_begin;
+        const int slice_count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
+        const int count = active ? slice_count : 0;
+        int tid = threadIdx.x;
+        int threads = blockDim.x;
+        if constexpr (kRowSteps) asm volatile("" : "+r"(tid), "+r"(threads));
+        const int lane = tid % 32;
+        const int warp = tid / 32;
         const X* x_slice = x + row * args.x_row_stride + slice_begin;
         Y* y_slice = y + row * args.y_row_stride + slice_begin;
         // Slices start at multiples of 16 bytes of x, so every slice has its row's 16-byte phase: peel the
@@ -82,10 +114,44 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
 
         // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
         Packed<X, kPack> raw[kPacks];
+        if constexpr (kStagedSteps) {
+            __shared__ std::uint64_t stage_landed;                        // the staged slice's bytes have landed
+            extern __shared__ __align__(16) unsigned char step_stage[];  // the staged slice's packs
+            // Thread 0 stages step `s`: the copy of its slice's whole packs, or an empty arrival past the rows.
+            const auto stage = [&](int s) {
+                const std::int64_t stage_row = step_row + static_cast<std::int64_t>(s - step) * (gridDim.x / ranks);
+                const X* stage_slice = x + stage_row * args.x_row_stride + slice_begin;
+                const int stage_misalignment = static_cast<int>(reinterpret_cast<std::uintptr_t>(stage_slice) % kPackBytes);
+                const int stage_head = min(slice_count, (kPackBytes - stage_misalignment) % kPackBytes / static_cast<int>(sizeof(X)));
+                const unsigned bytes = stage_row < args.rows ? static_cast<unsigned>((slice_count - stage_head) / kPack) * 16u : 0u;
+                bulk_copy_expect(&stage_landed, bytes);
+                if (bytes > 0) bulk_copy_to_shared(step_stage, stage_slice + stage_head, bytes, &stage_landed);
+            };
+            if (step == 0) {
+                if (tid == 0) {
+                    bulk_barrier_init(&stage_landed);
+                    stage(0);
+                }
+                __syncthreads();
+            }
+            bulk_barrier_wait(&stage_landed, static_cast<unsigned>(step) & 1u);
+            const auto* packs = reinterpret_cast<const Packed<X, kPack>*>(step_stage);
 #pragma unroll
-        for (int p = 0; p < kPacks; ++p) {
-            const int pack = p * threads + tid;
-            if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+            for (int p = 0; p < kPacks; ++p) {
+                const int pack = p * threads + tid;
+                if (pack < body_packs) raw[p] = packs[pack];
+            }
+            __syncthreads();  // every thread has its packs: the stage may take the next step's
+            if (tid == 0 && step + 1 < steps) {
+                bulk_copy_after_reads();
+                stage(step + 1);
+            }
+        } else {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                const int pack = p * threads + tid;
+                if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+            }
         }
         C edge = has_edge ? to_compute(x_slice[edge_index]) : neg_inf<C>();
         bool loaded[kPacks];
@@ -128,7 +194,7 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
                 for (int k = 0; k < kPack; ++k) {
                     const C e = exp(value(p * kPack + k));
                     thread_sum += e;
-                    if constexpr (!kPackedHold) {
+                    if constexpr (!kExpInWrite) {
                         if (!log_mode) held[p * kPack + k] = e;  // softmax keeps the exp; log-softmax keeps v
                     }
                 }
@@ -146,11 +212,21 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
             // Each CTA publishes its statistics, the grid barrier (a fence included) makes them visible,
             // then warp 0 of every CTA folds the row's partials in rank order: bitwise the same everywhere.
             Stats<C>* partials = static_cast<Stats<C>*>(args.workspace) + row * ranks;
-            if (tid == 0) partials[rank] = stats;
+            if (tid == 0 && active) partials[rank] = stats;
             cooperative_groups::this_grid().sync();
-            if (warp == 0) {
+            if constexpr (kRowSteps) {
+                // Up to kGridRegsStepsMaxChunks partials: one load per thread, all in flight at once, then the
+                // same fold as below from shared memory (one L2 round trip instead of one per 32 partials).
+                if (active) {
+                    for (unsigned c = tid; c < ranks; c += threads) staged_partials[c] = load_stats_uncached(partials + c);
+                }
+                __syncthreads();
+            }
+            if (warp == 0 && active) {
                 Stats<C> folded = empty_stats<C>();
-                for (unsigned c = lane; c < ranks; c += 32) folded = combine(folded, load_stats_uncached(partials + c));
+                for (unsigned c = lane; c < ranks; c += 32) {
+                    folded = combine(folded, kRowSteps ? staged_partials[c] : load_stats_uncached(partials + c));
+                }
                 folded = warp_combine_stats(folded);
                 if (lane == 0) cluster_stats = folded;
             }
@@ -208,10 +284,11 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
                 }
             }
         };
-        if constexpr (kMode == ModeChoice::kSoftmax && kPackedHold) {
-            // Packed: each element's exp is computed again; for 16-bit y with 1 / sum folded into it.
+        if constexpr (kMode == ModeChoice::kSoftmax && kExpInWrite) {
+            // Each element's exp computed again; for 16-bit y with 1 / sum folded into it.
+            // (Not for grid-regs steps: they write exactly what grid-regs writes, exp(v) x factor.)
             const FoldedSoftmaxExp folded(row_stats.max, row_stats.sum);
-            if (sizeof(Y) == 2 && folded.applies()) {
+            if (kPackedHold && sizeof(Y) == 2 && folded.applies()) {
                 write([&](int i) -> C { return folded(value(i)); });
             } else {
                 with_shifted_exp(shift, [&](const auto& exp) { write([&](int i) -> C { return exp(value(i)) * factor; }); });
@@ -219,6 +296,10 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
         } else if constexpr (kPackedHold) {
             static_assert(kMode == ModeChoice::kLogSoftmax, "packed instances take the mode at compile time");
             write([&](int i) -> C { return (value(i) - row_stats.max) - log_sum; });
+        } else if constexpr (kMode == ModeChoice::kRunTime && kExpInWrite) {
+            with_shifted_exp(shift, [&](const auto& exp) {
+                write([&](int i) -> C { return log_mode ? (value(i) - row_stats.max) - log_sum : exp(value(i)) * factor; });
+            });
         } else if constexpr (kMode == ModeChoice::kRunTime && kValues == 32) {
             // Both formulas in one loop, the mode tested per element (registers; see block_regs_modes).
             write([&](int i) -> C { return log_mode ? (value(i) - row_stats.max) - log_sum : held[i] * factor; });
@@ -228,11 +309,11 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
             write([&](int i) -> C { return held[i] * factor; });  // held is the exp already
         }
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
-    }
-    // Pulled statistics: peers may still be reading this CTA's exchange slot, so it stays resident until
-    // the whole cluster is done (their reads are complete: they used the values before arriving).
-    if constexpr (!kPushStats) {
-        if (!grid_split && ranks > 1) cluster_sync_unordered();
+        // Pulled statistics: peers may still be reading this CTA's exchange slot, so it stays resident
+        // until the whole cluster is done (their reads are complete: they used the values before arriving).
+        if constexpr (!kPushStats) {
+            if (!grid_split && ranks > 1) cluster_sync_unordered();
+        }
     }
 }
 
@@ -242,14 +323,14 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
 // run 70): 16-bit -> 16-bit up to +7 points of copy (65536 x 2048 f16 85 -> 92%), but 16-bit -> f32 at
 // 16 and 32 values lost 1-2 points (bf16 -> f32 at 16 values took 54 registers instead of 39): those keep
 // the run-time mode, with the write loops they had (split per mode at 16 values, one loop at 32: run 29).
-template <class X, class Y, int kValues>
+template <class X, class Y, int kValues, bool kRowSteps = false>
 __device__ __forceinline__ void block_regs_modes(const SoftmaxKernelArgs& args) {
     if constexpr (sizeof(X) == 2 && sizeof(Y) == 4 && (kValues == 16 || kValues == 32)) {
-        block_regs_rows<X, Y, kValues, ModeChoice::kRunTime>(args);
+        block_regs_rows<X, Y, kValues, ModeChoice::kRunTime, kRowSteps>(args);
     } else if (args.log_mode != 0) {
-        block_regs_rows<X, Y, kValues, ModeChoice::kLogSoftmax>(args);
+        block_regs_rows<X, Y, kValues, ModeChoice::kLogSoftmax, kRowSteps>(args);
     } else {
-        block_regs_rows<X, Y, kValues, ModeChoice::kSoftmax>(args);
+        block_regs_rows<X, Y, kValues, ModeChoice::kSoftmax, kRowSteps>(args);
     }
 }
 
@@ -269,6 +350,14 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const Softma
     block_regs_modes<X, Y, 64>(args);
 }
 
+// Grid-regs steps: the 32-value instance only, which grid-regs takes for its longest slices (16384
+// elements, 512 threads: rows past 524288 elements, the only ones whose CTAs can outnumber the device's),
+// and f32 x only (block_regs_steps_instance).
+template <class X, class Y>
+__global__ void __launch_bounds__(1024) block_regs_softmax_steps(const SoftmaxKernelArgs args) {
+    block_regs_modes<X, Y, 32, true>(args);
+}
+
 template <class X, class Y>
 const void* block_regs_instance(int values_per_thread) {
     switch (values_per_thread) {
@@ -286,11 +375,33 @@ const void* block_regs_instance(int values_per_thread) {
     }
 }
 
+// f32 x only: with 16-bit x (their slices staged too, or not for f32 y) grid-regs-steps lost to split-row
+// on every shape but one (perf-notes run 101).
+template <class X, class Y>
+const void* block_regs_steps_instance() {
+    if constexpr (std::is_same_v<X, float>) return reinterpret_cast<const void*>(&block_regs_softmax_steps<X, Y>);
+    return nullptr;
+}
+
 }  // namespace
 
 const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread) {
     return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread](auto x_tag, auto y_tag) -> const void* {
         return block_regs_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type>(values_per_thread);
+    });
+}
+
+std::size_t grid_regs_steps_shared_bytes(smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t slice_len) {
+    // kStagedSteps' condition: x's packs are 16 bytes, i.e. x at least as wide as y (asserted there).
+    const std::size_t x_size = dtype_size(x_dtype);
+    if (x_size < dtype_size(y_dtype)) return 0;
+    return (static_cast<std::size_t>(slice_len) * x_size + 15) / 16 * 16;
+}
+
+const void* grid_regs_steps_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread) {
+    if (values_per_thread != kGridRegsStepsValues) return nullptr;
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+        return block_regs_steps_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type>();
     });
 }
 

@@ -23,6 +23,7 @@ struct SoftmaxKernelArgs {
     std::int64_t y_row_stride = 0;
     std::int64_t slice_len = 0;       // block-regs, spatial-tile: elements per row CTA; split-row: per chunk
     std::int64_t chunks = 0;          // split-row: chunks per row; block-regs: > 0 selects grid-regs (CTAs per row)
+    std::int64_t row_steps = 1;       // grid-regs steps: rows each group of `chunks` CTAs takes in turn
     // Spatial and General layouts.
     std::int64_t x_axis_stride = 1;
     std::int64_t y_axis_stride = 1;
@@ -102,6 +103,14 @@ constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonP
 
 // nullptr also when `values_per_thread` has no instance for x_dtype.
 const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+// The block-regs kernel as grid-regs with row steps (args.row_steps): kGridRegsStepsValues values per thread
+// and f32 x only; nullptr otherwise. A step's CTAs fold at most kGridRegsStepsMaxChunks partials.
+constexpr int kGridRegsStepsValues = 32;
+constexpr int kGridRegsStepsMaxChunks = 512;
+const void* grid_regs_steps_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+// Dynamic shared memory the row-steps kernel needs for slices of `slice_len` elements: the slice staged
+// by a bulk copy one step ahead where x's packs are 16 bytes (x at least as wide as y), else 0.
+std::size_t grid_regs_steps_shared_bytes(smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t slice_len);
 const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
