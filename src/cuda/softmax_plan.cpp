@@ -409,6 +409,61 @@ smxStatus_t plan_grid_regs(const SoftmaxInfo& info, const GridRegsChoice& choice
     return SMX_STATUS_SUCCESS;
 }
 
+// Grid-regs steps: `choice` (a grid-regs configuration of kGridRegsStepsValues values that does not fit
+// every row at once) on its row-steps kernel, G = resident / chunks rows at a time. Same slices, threads
+// and fold order as grid-regs, so a row comes out bitwise as grid-regs writes it. fits = false where the
+// kernel has no instance, the device cannot hold one row's CTAs at once, or a row has more CTAs than a
+// step folds.
+struct GridRegsSteps {
+    bool fits = false;
+    const void* kernel = nullptr;
+    std::size_t shared_bytes = 0;  // the staged slice (dynamic shared memory)
+    int ctas_per_sm = 0;
+    std::int64_t rows_per_step = 0;
+    std::int64_t steps = 0;
+};
+
+smxStatus_t choose_grid_regs_steps(const SoftmaxInfo& info, const DeviceLimits& limits, const GridRegsChoice& choice,
+                                   GridRegsSteps* steps) {
+    *steps = {};
+    if (choice.kernel == nullptr || choice.values != cuda::kGridRegsStepsValues) return SMX_STATUS_SUCCESS;
+    const void* kernel = cuda::grid_regs_steps_kernel(info.x_dtype, info.y_dtype, choice.values);
+    if (kernel == nullptr || choice.chunks > cuda::kGridRegsStepsMaxChunks) return SMX_STATUS_SUCCESS;
+    const std::size_t shared_bytes = cuda::grid_regs_steps_shared_bytes(info.x_dtype, info.y_dtype, choice.slice_len);
+    if (shared_bytes > limits.shared_memory_per_block_optin) return SMX_STATUS_SUCCESS;
+    const cudaError_t error =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
+    if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing the grid-regs-steps kernel its staged slice");
+    int ctas_per_sm = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, choice.threads, shared_bytes, &ctas_per_sm));
+    const std::int64_t resident = static_cast<std::int64_t>(ctas_per_sm) * limits.multiprocessor_count;
+    const std::int64_t rows_per_step = std::min(info.rows, resident / choice.chunks);
+    if (rows_per_step < 1) return SMX_STATUS_SUCCESS;
+    *steps = {true, kernel, shared_bytes, ctas_per_sm, rows_per_step, ceil_div(info.rows, rows_per_step)};
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t plan_grid_regs_steps(const SoftmaxInfo& info, const GridRegsChoice& choice, const GridRegsSteps& steps,
+                                 CudaSoftmaxPlan* plan) {
+    const std::size_t compute_size = sizeof(float);  // no f64 x
+    plan->family = KernelFamily::BlockRegs;
+    plan->args.slice_len = choice.slice_len;
+    plan->args.chunks = choice.chunks;
+    plan->args.row_steps = steps.steps;
+    plan->workspace = static_cast<std::size_t>(info.rows * choice.chunks) * 2 * compute_size;
+    const std::int64_t ctas = steps.rows_per_step * choice.chunks;
+    Launch launch{steps.kernel, dim3(static_cast<unsigned>(ctas)), dim3(static_cast<unsigned>(choice.threads)),
+                  steps.shared_bytes, 0};
+    launch.cooperative = true;
+    plan->launches[0] = launch;
+    plan->launch_count = 1;
+    plan->text = fmt::format("cuda grid-regs-steps values={} threads={} chunks={} slice={} rows_per_step={} steps={} "
+                             "staged={} ctas_per_sm={} workspace={}",
+                             choice.values, choice.threads, choice.chunks, choice.slice_len, steps.rows_per_step,
+                             steps.steps, steps.shared_bytes, steps.ctas_per_sm, plan->workspace);
+    return SMX_STATUS_SUCCESS;
+}
+
 smxStatus_t plan_split_row(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     const void* stats_kernel = cuda::split_row_stats_kernel(info.x_dtype, info.y_dtype);
     const void* write_kernel = cuda::split_row_write_kernel(info.x_dtype, info.y_dtype);
@@ -437,7 +492,7 @@ smxStatus_t plan_split_row(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
 // reach each plan on any shape: cluster = block-regs clusters where they fit (else block-online), never
 // grid-regs or split-row; grid = grid-regs wherever every CTA fits at once (else the rule); split =
 // split-row for rows of kSplitRowMinLen or more. Unset, or any other value: the rule. Read when a plan is made.
-enum class LongRowsOverride { Rule, Cluster, Grid, Split };
+enum class LongRowsOverride { Rule, Cluster, Grid, Split, Steps };
 
 LongRowsOverride long_rows_override() {
     const char* value = std::getenv("SMX_CUDA_LONG_ROWS");
@@ -445,6 +500,7 @@ LongRowsOverride long_rows_override() {
     if (std::strcmp(value, "cluster") == 0) return LongRowsOverride::Cluster;
     if (std::strcmp(value, "grid") == 0) return LongRowsOverride::Grid;
     if (std::strcmp(value, "split") == 0) return LongRowsOverride::Split;
+    if (std::strcmp(value, "steps") == 0) return LongRowsOverride::Steps;
     return LongRowsOverride::Rule;
 }
 
@@ -479,16 +535,30 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
     bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen && !cluster_outruns_grid &&
                     (info.row_len >= kGridRegsFullLen || grid_fills_lightly);
     bool split = !use_grid && info.row_len >= kSplitRowMinLen && !regs.fits && info.rows < limits.multiprocessor_count;
+    // (e) Rows whose CTAs do not all fit at once where one row's do: grid-regs in steps of G rows.
+    GridRegsSteps steps;
+    if (!grid_regs.fits) SMX_RETURN_IF_ERROR(choose_grid_regs_steps(info, limits, grid_regs, &steps));
+    bool use_steps = steps.fits && split;
     switch (long_rows_override()) {
         case LongRowsOverride::Rule: break;
-        case LongRowsOverride::Cluster: use_grid = split = false; break;
-        case LongRowsOverride::Grid: use_grid = grid_regs.fits; split = split && !use_grid; break;
+        case LongRowsOverride::Cluster: use_grid = split = use_steps = false; break;
+        case LongRowsOverride::Grid:
+            use_grid = grid_regs.fits;
+            split = split && !use_grid;
+            use_steps = use_steps && !use_grid;
+            break;
         case LongRowsOverride::Split:
-            use_grid = false;
+            use_grid = use_steps = false;
             split = info.row_len >= kSplitRowMinLen;
+            break;
+        case LongRowsOverride::Steps:
+            use_steps = steps.fits;
+            use_grid = use_grid && !use_steps;
+            split = split && !use_grid && !use_steps;
             break;
     }
     if (use_grid) return plan_grid_regs(info, grid_regs, plan);
+    if (use_steps) return plan_grid_regs_steps(info, grid_regs, steps, plan);
     if (split) return plan_split_row(info, plan);
     if (regs.fits) {
         const dim3 grid(static_cast<unsigned>(rows_per_grid_row * regs.cluster), static_cast<unsigned>(grid_rows));

@@ -1,8 +1,9 @@
-// [cuda] decode: few very long rows, spread over many CTAs by one cooperative launch (grid-regs), by two
-// kernels (split-row) or a cluster per row (block-regs); SMX_CUDA_LONG_ROWS forces one where a test is
-// about it: the issue-6 shapes, lengths and row counts around the dispatch boundaries (the residency
-// limit of grid-regs included), rows up to 2^24 elements, exactly uniform output for constant rows,
-// special values, determinism across row counts, graph capture, in place and misaligned pointers.
+// [cuda] decode: few very long rows, spread over many CTAs by one cooperative launch (grid-regs, or
+// grid-regs-steps where it takes the rows a few at a time), by two kernels (split-row) or a cluster per row
+// (block-regs); SMX_CUDA_LONG_ROWS forces one where a test is about it: the issue-6 shapes, lengths and row
+// counts around the dispatch boundaries (the residency limit of grid-regs included), rows up to 2^24
+// elements, exactly uniform output for constant rows, special values, determinism across row counts,
+// graph capture, in place and misaligned pointers.
 #if SMX_TEST_WITH_CUDA
 
 #include <algorithm>
@@ -28,6 +29,19 @@ HostTensor run_decode(smxHandle_t handle, const HostTensor& x, smxDataType_t y_d
     y_device.download(y);
     *plan = run.plan;
     return y;
+}
+
+// For rows of `row_len` constant values: the largest |y - 1/row_len| over the first `count` elements of y,
+// and one ulp of 1/row_len in f32 (what the output must stay within).
+struct UniformError {
+    double worst;
+    float ulp;
+};
+UniformError uniform_error(const HostTensor& y, std::int64_t row_len, std::int64_t count) {
+    const float uniform = static_cast<float>(1.0 / static_cast<double>(row_len));
+    UniformError error{0.0, std::nextafter(uniform, 1.0f) - uniform};
+    for (std::int64_t j = 0; j < count; ++j) error.worst = std::max(error.worst, std::fabs(y.get(j) - uniform));
+    return error;
 }
 
 // The most rows of `plan`'s grid-regs configuration the device holds at once.
@@ -69,12 +83,22 @@ std::int64_t grid_regs_max_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
     return std::min(capacity, below_threshold);
 }
 
-// What the rule must pick for few long rows: grid-regs up to grid_regs_max_rows; beyond that split-row for
-// rows too long for a cluster (> 524288) and fewer than the SMs, else a cluster per row.
+// Whether grid-regs-steps takes (rows, row_len) when forced: the plan with SMX_CUDA_LONG_ROWS=steps.
+bool grid_regs_steps_fit(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                         std::int64_t row_len) {
+    const ScopedLongRowsOverride steps("steps");
+    return kernel_kind(plan_for_rows(handle, x_dtype, y_dtype, rows, row_len)) == "grid-regs-steps";
+}
+
+// What the rule must pick for few long rows: grid-regs up to grid_regs_max_rows; beyond that, for rows too
+// long for a cluster (> 524288) and fewer than the SMs, grid-regs-steps where one row's CTAs fit at once
+// (else split-row); otherwise a cluster per row.
 std::string expected_long_rows_kind(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype,
                                     std::int64_t rows, std::int64_t row_len) {
     if (rows <= grid_regs_max_rows(handle, x_dtype, y_dtype, row_len)) return "grid-regs";
-    if (row_len > 524288 && rows < multiprocessor_count()) return "split-row";
+    if (row_len > 524288 && rows < multiprocessor_count()) {
+        return grid_regs_steps_fit(handle, x_dtype, y_dtype, rows, row_len) ? "grid-regs-steps" : "split-row";
+    }
     return "block-regs";
 }
 
@@ -211,6 +235,74 @@ TEST_CASE("cuda decode: wide grid-regs slices past the length's limit, the same 
     }
 }
 
+TEST_CASE("cuda decode: grid-regs-steps takes the rows in turns, each row bitwise as grid-regs writes it", "[cuda]") {
+    CudaHandle handle;
+    // 1048577 elements: 65 CTAs of 16132 (the last 16097), 4 rows a step on an H200 (264 CTAs resident), so
+    // 9 rows take 3 steps and the last step has one row: its other CTAs take the step with no elements.
+    const std::int64_t row_len = 1048577;
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F32, SMX_DTYPE_BF16},
+                               {SMX_DTYPE_F32, SMX_DTYPE_F16}};
+    for (const DtypePair& pair : pairs) {
+        for (bool log_mode : {false, true}) {
+            HostTensor x = make_tensor(pair.x, {9, row_len});
+            fill_random(x, test_rng());
+            x.set(5 * row_len + 77777, std::numeric_limits<double>::quiet_NaN());  // a NaN decides its row
+            for (std::int64_t j = 0; j < row_len; ++j) x.set(8 * row_len + j, -std::numeric_limits<double>::infinity());
+            HostTensor one = make_tensor(pair.x, {1, row_len});
+            std::memcpy(one.data(), x.data(), static_cast<std::size_t>(row_len) * dtype_size(pair.x));
+            std::string one_plan, plan;
+            const HostTensor y_one = run_decode(handle.get(), one, pair.y, log_mode, &one_plan);
+            HostTensor y = make_tensor(pair.y, {9, row_len});
+            const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);  // the rule's plan
+            INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan << " | one row: " << one_plan);
+            CHECK(kernel_kind(one_plan) == "grid-regs");
+            CHECK(kernel_kind(plan) == "grid-regs-steps");
+            CHECK(plan_value(plan, "rows_per_step") * plan_value(plan, "steps") >= 9);
+            CHECK(plan_value(plan, "rows_per_step") * (plan_value(plan, "steps") - 1) < 9);
+            CHECK(plan_value(plan, "slice") == plan_value(one_plan, "slice"));
+            CHECK(plan_value(plan, "threads") == plan_value(one_plan, "threads"));
+            CHECK(mismatch == "");
+            const std::size_t row_bytes = static_cast<std::size_t>(row_len) * dtype_size(pair.y);
+            CHECK(std::memcmp(y.data(), y_one.data(), row_bytes) == 0);
+        }
+    }
+    // Constant rows, one constant per row, every row of every step exactly uniform within 1 ulp.
+    {
+        const smxDataType_t x_dtype = SMX_DTYPE_F32;
+        HostTensor x = make_tensor(x_dtype, {9, row_len});
+        for (std::int64_t r = 0; r < 9; ++r) {
+            for (std::int64_t j = 0; j < row_len; ++j) x.set(r * row_len + j, 0.25 * static_cast<double>(r) - 1.0);
+        }
+        std::string plan;
+        const HostTensor y = run_decode(handle.get(), x, SMX_DTYPE_F32, false, &plan);
+        const UniformError error = uniform_error(y, row_len, 9 * row_len);
+        INFO(dtype_name(x_dtype) << " | plan: " << plan << " | worst |y - 1/n| " << error.worst << " ulp " << error.ulp);
+        CHECK(kernel_kind(plan) == "grid-regs-steps");
+        CHECK(error.worst <= error.ulp);
+    }
+    // 16-bit x has no grid-regs-steps: forced, the rule's plan (split-row) stands.
+    const ScopedLongRowsOverride steps("steps");
+    CHECK(kernel_kind(plan_for_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 9, row_len)) == "split-row");
+}
+
+TEST_CASE("cuda decode: grid-regs-steps with a short last step, odd phases and strides", "[cuda][sanitize]") {
+    CudaHandle handle;
+    // The rule's plan for 9 x 524289 f32: 33 CTAs of 15888 per row (too long for a cluster), 8 rows a step on
+    // an H200, so 2 steps. A row stride of 524291 and x one element past a 16-byte boundary: the rows'
+    // slices start at different 16-byte phases, so each step stages its packs from another offset.
+    for (bool log_mode : {false, true}) {
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {9, 524289}, {524291, 1}, 1);
+        HostTensor y = make_tensor(log_mode ? SMX_DTYPE_F32 : SMX_DTYPE_F16, {9, 524289}, {}, 3);
+        fill_random(x, test_rng());
+        std::string plan;
+        const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
+        INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+        CHECK(kernel_kind(plan) == "grid-regs-steps");
+        CHECK(plan_value(plan, "steps") >= 2);
+        CHECK(mismatch == "");
+    }
+}
+
 TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chunk)", "[cuda]") {
     CudaHandle handle;
     const std::int64_t two_24 = std::int64_t{1} << 24;
@@ -237,14 +329,11 @@ TEST_CASE("cuda decode: a constant row gives exactly uniform output within 1 ulp
                 for (std::int64_t j = 0; j < 2 * row_len; ++j) x.set(j, j < row_len ? 0.75 : -3.5);
                 std::string plan;
                 const HostTensor y = run_decode(handle.get(), x, SMX_DTYPE_F32, false, &plan);
-                const float uniform = static_cast<float>(1.0 / static_cast<double>(row_len));
-                const float ulp = std::nextafter(uniform, 1.0f) - uniform;
-                double worst = 0.0;
-                for (std::int64_t j = 0; j < 2 * row_len; ++j) worst = std::max(worst, std::fabs(y.get(j) - uniform));
+                const UniformError error = uniform_error(y, row_len, 2 * row_len);
                 INFO("n " << row_len << " x " << dtype_name(x_dtype) << " | plan: " << plan << " | worst |y - 1/n| "
-                          << worst << " ulp " << ulp);
+                          << error.worst << " ulp " << error.ulp);
                 CHECK(kernel_kind(plan) == expected_kind);
-                CHECK(worst <= ulp);
+                CHECK(error.worst <= error.ulp);
             }
         }
     }
@@ -404,7 +493,8 @@ TEST_CASE("cuda decode: workspace is rows x chunks x 2 compute values", "[cuda]"
     // split-row chunk = clamp(pow2ceil(n / 256), 8192, 65536): 1 x 128256 -> 16 chunks; 4 x 4194304 ->
     // 16384, 256 chunks per row; 3 x 40000 -> 8192, 5 chunks (f64 partials are doubles). grid-regs: about
     // 16 KiB of x per CTA, doubled while a row needs more than 64 CTAs (to 16384 elements): 1 x 128256
-    // f32 -> 32 CTAs; 2 x 1048576 bf16 -> 16384 elements, 64 per row; 3 x 40000 f64 -> 20.
+    // f32 -> 32 CTAs; 2 x 1048576 bf16 -> 16384 elements, 64 per row; 3 x 40000 f64 -> 20; grid-regs-steps
+    // as grid-regs, for every row: 4 x 4194304 -> 256 per row.
     // A cluster per row needs none.
     const Case cases[] = {{"split", SMX_DTYPE_F32, 1, 128256, 16 * 2 * 4},
                           {"split", SMX_DTYPE_BF16, 4, 4194304, 4 * 256 * 2 * 4},
@@ -412,6 +502,7 @@ TEST_CASE("cuda decode: workspace is rows x chunks x 2 compute values", "[cuda]"
                           {"grid", SMX_DTYPE_F32, 1, 128256, 32 * 2 * 4},
                           {"grid", SMX_DTYPE_BF16, 2, 1048576, 2 * 64 * 2 * 4},
                           {"grid", SMX_DTYPE_F64, 3, 40000, 3 * 20 * 2 * 8},
+                          {"steps", SMX_DTYPE_F32, 4, 4194304, 4 * 256 * 2 * 4},
                           {"cluster", SMX_DTYPE_F32, 1, 128256, 0}};
     for (const Case& c : cases) {
         const ScopedLongRowsOverride override_rule(c.forced);
