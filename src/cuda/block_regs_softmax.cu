@@ -22,6 +22,14 @@
 namespace smx::cuda {
 namespace {
 
+// Elements of a slice of `count` at `slice` before its first kPackBytes boundary (its "head": the body of
+// whole packs starts after them).
+template <int kPackBytes, class X>
+__device__ __forceinline__ int slice_head(const X* slice, int count) {
+    const int misalignment = static_cast<int>(reinterpret_cast<std::uintptr_t>(slice) % kPackBytes);
+    return min(count, (kPackBytes - misalignment) % kPackBytes / static_cast<int>(sizeof(X)));
+}
+
 // Whether a body serves one mode, chosen at compile time, or both (args.log_mode read at run time).
 enum class ModeChoice { kSoftmax, kLogSoftmax, kRunTime };
 
@@ -57,7 +65,8 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
     // them all; a CTA whose row of the last step is past the end takes it with no elements. Each step
     // computes its indices afresh from opaque copies of the thread and block indices, so the compiler
-    // holds no loop-invariant offsets across steps (without them, 16-bit x instances spilled 32-48 bytes).
+    // holds no loop-invariant offsets across steps (without them, 16-bit x instances, since dropped, spilled
+    // 32-48 bytes, and f32 x took 64 registers instead of 60-61).
     const int steps = kRowSteps ? static_cast<int>(args.row_steps) : 1;
 #pragma unroll 1
     for (int step = 0; step < steps; ++step) {
@@ -104,8 +113,7 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
         // Slices start at multiples of 16 bytes of x, so every slice has its row's 16-byte phase: peel the
         // elements before the first pack boundary (head) and after the last whole pack (tail); thread
         // t < head + tail holds one of them as its "edge" value.
-        const int misalignment = static_cast<int>(reinterpret_cast<std::uintptr_t>(x_slice) % kPackBytes);
-        const int head = min(count, (kPackBytes - misalignment) % kPackBytes / static_cast<int>(sizeof(X)));
+        const int head = slice_head<kPackBytes>(x_slice, count);
         const int body_packs = (count - head) / kPack;
         const int tail_begin = head + body_packs * kPack;
         const bool has_edge = tid < count - body_packs * kPack;
@@ -121,8 +129,7 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
             const auto stage = [&](int s) {
                 const std::int64_t stage_row = step_row + static_cast<std::int64_t>(s - step) * (gridDim.x / ranks);
                 const X* stage_slice = x + stage_row * args.x_row_stride + slice_begin;
-                const int stage_misalignment = static_cast<int>(reinterpret_cast<std::uintptr_t>(stage_slice) % kPackBytes);
-                const int stage_head = min(slice_count, (kPackBytes - stage_misalignment) % kPackBytes / static_cast<int>(sizeof(X)));
+                const int stage_head = slice_head<kPackBytes>(stage_slice, slice_count);
                 const unsigned bytes = stage_row < args.rows ? static_cast<unsigned>((slice_count - stage_head) / kPack) * 16u : 0u;
                 bulk_copy_expect(&stage_landed, bytes);
                 if (bytes > 0) bulk_copy_to_shared(step_stage, stage_slice + stage_head, bytes, &stage_landed);
@@ -355,7 +362,7 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const Softma
 // and f32 x only (block_regs_steps_instance).
 template <class X, class Y>
 __global__ void __launch_bounds__(1024) block_regs_softmax_steps(const SoftmaxKernelArgs args) {
-    block_regs_modes<X, Y, 32, true>(args);
+    block_regs_modes<X, Y, kGridRegsStepsValues, true>(args);
 }
 
 template <class X, class Y>
@@ -398,8 +405,7 @@ std::size_t grid_regs_steps_shared_bytes(smxDataType_t x_dtype, smxDataType_t y_
     return (static_cast<std::size_t>(slice_len) * x_size + 15) / 16 * 16;
 }
 
-const void* grid_regs_steps_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread) {
-    if (values_per_thread != kGridRegsStepsValues) return nullptr;
+const void* grid_regs_steps_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
     return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
         return block_regs_steps_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type>();
     });

@@ -103,11 +103,12 @@ constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonP
 
 // nullptr also when `values_per_thread` has no instance for x_dtype.
 const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
-// The block-regs kernel as grid-regs with row steps (args.row_steps): kGridRegsStepsValues values per thread
-// and f32 x only; nullptr otherwise. A step's CTAs fold at most kGridRegsStepsMaxChunks partials.
+// The block-regs kernel as grid-regs with row steps (args.row_steps), instantiated at kGridRegsStepsValues
+// values per thread for f32 x only (nullptr for other x). A step's CTAs fold at most kGridRegsStepsMaxChunks
+// partials.
 constexpr int kGridRegsStepsValues = 32;
 constexpr int kGridRegsStepsMaxChunks = 512;
-const void* grid_regs_steps_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+const void* grid_regs_steps_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 // Dynamic shared memory the row-steps kernel needs for slices of `slice_len` elements: the slice staged
 // by a bulk copy one step ahead where x's packs are 16 bytes (x at least as wide as y), else 0.
 std::size_t grid_regs_steps_shared_bytes(smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t slice_len);

@@ -427,7 +427,7 @@ smxStatus_t choose_grid_regs_steps(const SoftmaxInfo& info, const DeviceLimits& 
                                    GridRegsSteps* steps) {
     *steps = {};
     if (choice.kernel == nullptr || choice.values != cuda::kGridRegsStepsValues) return SMX_STATUS_SUCCESS;
-    const void* kernel = cuda::grid_regs_steps_kernel(info.x_dtype, info.y_dtype, choice.values);
+    const void* kernel = cuda::grid_regs_steps_kernel(info.x_dtype, info.y_dtype);
     if (kernel == nullptr || choice.chunks > cuda::kGridRegsStepsMaxChunks) return SMX_STATUS_SUCCESS;
     const std::size_t shared_bytes = cuda::grid_regs_steps_shared_bytes(info.x_dtype, info.y_dtype, choice.slice_len);
     if (shared_bytes > limits.shared_memory_per_block_optin) return SMX_STATUS_SUCCESS;
@@ -443,20 +443,16 @@ smxStatus_t choose_grid_regs_steps(const SoftmaxInfo& info, const DeviceLimits& 
     return SMX_STATUS_SUCCESS;
 }
 
+// Grid-regs' plan (slices, workspace for every row, a cooperative launch) on the row-steps kernel, with
+// the CTAs of rows_per_step rows and the staged slice's shared memory.
 smxStatus_t plan_grid_regs_steps(const SoftmaxInfo& info, const GridRegsChoice& choice, const GridRegsSteps& steps,
                                  CudaSoftmaxPlan* plan) {
-    const std::size_t compute_size = sizeof(float);  // no f64 x
-    plan->family = KernelFamily::BlockRegs;
-    plan->args.slice_len = choice.slice_len;
-    plan->args.chunks = choice.chunks;
+    SMX_RETURN_IF_ERROR(plan_grid_regs(info, choice, plan));
     plan->args.row_steps = steps.steps;
-    plan->workspace = static_cast<std::size_t>(info.rows * choice.chunks) * 2 * compute_size;
-    const std::int64_t ctas = steps.rows_per_step * choice.chunks;
-    Launch launch{steps.kernel, dim3(static_cast<unsigned>(ctas)), dim3(static_cast<unsigned>(choice.threads)),
-                  steps.shared_bytes, 0};
-    launch.cooperative = true;
-    plan->launches[0] = launch;
-    plan->launch_count = 1;
+    Launch& launch = plan->launches[0];
+    launch.kernel = steps.kernel;
+    launch.grid = dim3(static_cast<unsigned>(steps.rows_per_step * choice.chunks));
+    launch.shared_bytes = steps.shared_bytes;
     plan->text = fmt::format("cuda grid-regs-steps values={} threads={} chunks={} slice={} rows_per_step={} steps={} "
                              "staged={} ctas_per_sm={} workspace={}",
                              choice.values, choice.threads, choice.chunks, choice.slice_len, steps.rows_per_step,
@@ -487,11 +483,13 @@ smxStatus_t plan_split_row(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     return SMX_STATUS_SUCCESS;
 }
 
-// SMX_CUDA_LONG_ROWS=cluster|grid|split replaces the long-rows rule below, so that a benchmark can time
-// each plan on the same shapes (how the crossovers were measured; docs/cuda-kernels.md) and tests can
+// SMX_CUDA_LONG_ROWS=cluster|grid|split|steps replaces the long-rows rule below, so that a benchmark can
+// time each plan on the same shapes (how the crossovers were measured; docs/cuda-kernels.md) and tests can
 // reach each plan on any shape: cluster = block-regs clusters where they fit (else block-online), never
-// grid-regs or split-row; grid = grid-regs wherever every CTA fits at once (else the rule); split =
-// split-row for rows of kSplitRowMinLen or more. Unset, or any other value: the rule. Read when a plan is made.
+// grid-regs, grid-regs-steps or split-row; grid = grid-regs wherever every CTA fits at once (else the
+// rule); split = split-row for rows of kSplitRowMinLen or more; steps = grid-regs-steps wherever grid-regs
+// cannot hold every row but the steps kernel holds one (else the rule). Unset, or any other value: the
+// rule. Read when a plan is made.
 enum class LongRowsOverride { Rule, Cluster, Grid, Split, Steps };
 
 LongRowsOverride long_rows_override() {
