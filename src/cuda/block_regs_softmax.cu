@@ -51,6 +51,8 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
     // holds must; grid-regs steps do, since 32 kept exps live across the step loop spilled (316-328
     // bytes at 64 registers) where 32 kept values, as log-softmax holds them, did not.
     constexpr bool kExpInWrite = kPackedHold || kRowSteps;
+    // The run-time mode's write takes softmax's exp from `held`, which such instances do not keep.
+    static_assert(!(kMode == ModeChoice::kRunTime && kExpInWrite), "instances that recompute exps take the mode at compile time");
     __shared__ Stats<C> warp_partials[32];
     __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
     __shared__ Stats<C> cluster_stats;
@@ -303,10 +305,6 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
         } else if constexpr (kPackedHold) {
             static_assert(kMode == ModeChoice::kLogSoftmax, "packed instances take the mode at compile time");
             write([&](int i) -> C { return (value(i) - row_stats.max) - log_sum; });
-        } else if constexpr (kMode == ModeChoice::kRunTime && kExpInWrite) {
-            with_shifted_exp(shift, [&](const auto& exp) {
-                write([&](int i) -> C { return log_mode ? (value(i) - row_stats.max) - log_sum : exp(value(i)) * factor; });
-            });
         } else if constexpr (kMode == ModeChoice::kRunTime && kValues == 32) {
             // Both formulas in one loop, the mode tested per element (registers; see block_regs_modes).
             write([&](int i) -> C { return log_mode ? (value(i) - row_stats.max) - log_sum : held[i] * factor; });
