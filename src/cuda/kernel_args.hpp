@@ -55,6 +55,7 @@ struct WarpShape {
 constexpr int kWarpKernelThreads = 128;  // 4 warps: small CTAs, many of them overlapping on each SM
 constexpr int kWarpMaxRowLen = 1024;     // 32 lanes x 32 register-held elements per lane
 constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs per SM
+constexpr int kSpatialTileSmallThreads = 128; // spatial-tile CTA where it lets an SM hold more tiles (the plan)
 constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes = 256 bytes of a row per tile
 
 // The instantiated warp shapes per 16-byte pack size (elements per 16 bytes of x), sorted by capacity.
@@ -115,8 +116,9 @@ std::size_t grid_regs_steps_shared_bytes(smxDataType_t x_dtype, smxDataType_t y_
 const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
-// vector_bytes: 16 (every pair), or 8 (16-bit x written as f32 only; nullptr otherwise).
-const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int vector_bytes);
+// vector_bytes: 16 (every pair), or 8 (16-bit x written as f32 only); threads: kSpatialTileThreads or
+// kSpatialTileSmallThreads (nullptr otherwise).
+const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int vector_bytes, int threads);
 const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 

@@ -712,7 +712,7 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
     plan->launch_count = 1;
 
     // (a) Whole columns cached on chip by one CTA or a cluster: x read once, y written once.
-    const void* tile_kernel = cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype, 16);
+    const void* tile_kernel = cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype, 16, cuda::kSpatialTileThreads);
     SMX_RETURN_IF_ERROR(require_kernel(tile_kernel, info, "spatial-tile"));
     SpatialTileChoice tile;
     SMX_RETURN_IF_ERROR(choose_spatial_tile(info, limits, tile_kernel, &tile));
@@ -725,7 +725,7 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
         // vectors lost 4-6 points (32x1024x1024, 8192x4096 dim=0), and for 16-bit -> 16-bit 1-14 everywhere.
         int vector_bytes = 16;
         if (dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 4 && tile.vectors * 16 >= kSpatialNarrowVectorMinRowBytes) {
-            const void* narrow_kernel = cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype, 8);
+            const void* narrow_kernel = cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype, 8, cuda::kSpatialTileThreads);
             SMX_RETURN_IF_ERROR(require_kernel(narrow_kernel, info, "spatial-tile (8-byte vectors)"));
             std::size_t narrow_dynamic_limit = 0;
             SMX_RETURN_IF_ERROR(prepare_spatial_tile_kernel(limits, narrow_kernel, &narrow_dynamic_limit));
@@ -735,6 +735,33 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
                 vector_bytes = 8;
             }
         }
+        // Unclustered tiles take 128-thread CTAs where those let an SM hold more tiles at once: each CTA holds
+        // one tile, and what an SM holds over a tile's residence (load, statistics, fold, stores) is what bounds
+        // this kernel. H200, perf-notes runs 107-109: 64x128x4096 dim=1 (32 KB tiles: 5-6 CTAs of 128
+        // threads per SM against 4 register-bound CTAs of 256), % of copy, 16-bit -> 16-bit 73-80 -> 80-84,
+        // f32 -> bf16 80.5-82.6 -> 88.2-88.8, f32 equal; where the count ties (64 KB tiles, 3 per SM either
+        // way) 128 threads lost 1-6 points, and 512-thread CTAs (2 per SM) lost 2-30 everywhere. 16-bit x
+        // written as f32 ties there too (5 CTAs of 8-byte vectors either way) and keeps 256 threads, though
+        // forced to 128 it measured 82-83 -> 84.5-84.9.
+        int threads = cuda::kSpatialTileThreads;
+        if (tile.cluster == 1) {
+            const void* small_kernel =
+                cuda::spatial_tile_softmax_kernel(info.x_dtype, info.y_dtype, vector_bytes, cuda::kSpatialTileSmallThreads);
+            SMX_RETURN_IF_ERROR(require_kernel(small_kernel, info, "spatial-tile (128 threads)"));
+            std::size_t small_dynamic_limit = 0;
+            SMX_RETURN_IF_ERROR(prepare_spatial_tile_kernel(limits, small_kernel, &small_dynamic_limit));
+            int large_blocks = 0;
+            int small_blocks = 0;
+            SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(tile_kernel, threads, tile.shared_bytes, &large_blocks));
+            if (tile.shared_bytes <= small_dynamic_limit) {
+                SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(small_kernel, cuda::kSpatialTileSmallThreads,
+                                                              tile.shared_bytes, &small_blocks));
+            }
+            if (small_blocks > large_blocks) {
+                tile_kernel = small_kernel;
+                threads = cuda::kSpatialTileSmallThreads;
+            }
+        }
         const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
         const std::int64_t clusters = std::min<std::int64_t>(info.outer * tiles_per_outer, INT_MAX / tile.cluster);
         const unsigned grid = static_cast<unsigned>(clusters * tile.cluster);
@@ -742,11 +769,11 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
         plan->args.tiles = info.outer * tiles_per_outer;
         plan->args.tile_width = width;
         plan->args.slice_len = tile.slice_len;
-        plan->launches[0] = {tile_kernel, dim3(grid), dim3(cuda::kSpatialTileThreads), tile.shared_bytes,
+        plan->launches[0] = {tile_kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), tile.shared_bytes,
                              tile.cluster > 1 ? static_cast<unsigned>(tile.cluster) : 0u};
         plan->text = fmt::format("cuda spatial-tile tile={} vectors={}x{}B cluster={} slice={} smem={} threads={} grid={}",
                                  width, tile.vectors * 16 / vector_bytes, vector_bytes, tile.cluster, tile.slice_len,
-                                 tile.shared_bytes, cuda::kSpatialTileThreads, grid);
+                                 tile.shared_bytes, threads, grid);
         return SMX_STATUS_SUCCESS;
     }
 

@@ -210,16 +210,21 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
 // (16-bit x only: 4 columns) halve each thread's per-column state, so the kernel fits 48 registers and a
 // fifth CTA per SM where shared memory allows (32 KB tiles); the 16-byte ones need their 64 (at 48 they
 // spill and lost 5-15 points, perf-notes run 58).
-template <int kVectorBytes>
-constexpr int kSpatialTileMinCtasPerSm = kVectorBytes == 8 ? 5 : 4;
+// 128-thread CTAs are bounded at 8 per SM: the same 64 registers as the 256-thread 16-byte kernel, so the
+// CTAs per SM are set by the tile's shared memory alone (5-6 of 32 KB tiles with their static partials,
+// against 4 register-bound CTAs of 256 threads).
+template <int kVectorBytes, int kThreads>
+constexpr int kSpatialTileMinCtasPerSm = kThreads == kSpatialTileSmallThreads ? 8 : (kVectorBytes == 8 ? 5 : 4);
 
-template <class X, class Y, int kVectorBytes>
-__global__ void __launch_bounds__(kSpatialTileThreads, kSpatialTileMinCtasPerSm<kVectorBytes>)
+// kThreads: kSpatialTileThreads, or kSpatialTileSmallThreads where the plan finds that the smaller CTAs let
+// an SM hold more tiles at once.
+template <class X, class Y, int kVectorBytes, int kThreads>
+__global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorBytes, kThreads>)
     spatial_tile_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
     static_assert(kVectorBytes == 16 || (kVectorBytes == 8 && sizeof(X) == 2), "16-byte vectors, or 8 for 16-bit x");
     constexpr int kPack = kVectorBytes / static_cast<int>(sizeof(X));
-    constexpr int kWarps = kSpatialTileThreads / 32;
+    constexpr int kWarps = kThreads / 32;
     constexpr int kMaxWidth = kSpatialMaxVectors * 16 / static_cast<int>(sizeof(X));  // 256 bytes of x
     constexpr std::uintptr_t kStoreAlign = kStoreAlignment<Y, kPack>;
     // Pairs whose output is wider than the input (16-bit -> f32) measured slower with three things every
@@ -229,7 +234,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, kSpatialTileMinCtasPerSm<
     constexpr bool kWiderOutput = sizeof(Y) > sizeof(X);
     // A thread's consecutive cache rows lie (T / V) rows of W = V * P elements apart: T * P elements whatever V
     // is. A compile-time step lets the unrolled loops address shared memory by immediate offsets.
-    constexpr int kCacheRowStep = kSpatialTileThreads * kPack;
+    constexpr int kCacheRowStep = kThreads * kPack;
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ Stats<C> warp_partials[kWarps][kMaxWidth];
     __shared__ Stats<C> cta_partials[kMaxWidth];  // this CTA's per-column stats, read by its cluster peers
@@ -248,7 +253,7 @@ __global__ void __launch_bounds__(kSpatialTileThreads, kSpatialTileMinCtasPerSm<
     const int lane = tid % 32;
     const int vector = tid & (vectors - 1);
     const int axis_group = tid / vectors;
-    const int axis_groups = kSpatialTileThreads / vectors;
+    const int axis_groups = kThreads / vectors;
     const unsigned rank = cluster_rank();
     const unsigned ranks = cluster_size();
     const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
@@ -580,14 +585,23 @@ __global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKern
 
 }  // namespace
 
-const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int vector_bytes) {
-    return visit_dtype_pair(x_dtype, y_dtype, [vector_bytes](auto x_tag, auto y_tag) -> const void* {
+const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int vector_bytes, int threads) {
+    return visit_dtype_pair(x_dtype, y_dtype, [vector_bytes, threads](auto x_tag, auto y_tag) -> const void* {
         using X = typename decltype(x_tag)::type;
         using Y = typename decltype(y_tag)::type;
-        if (vector_bytes == 16) return reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 16>);
+        constexpr int kSmall = kSpatialTileSmallThreads;
+        constexpr int kLarge = kSpatialTileThreads;
+        if (threads != kSmall && threads != kLarge) return nullptr;
+        if (vector_bytes == 16) {
+            return threads == kSmall ? reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 16, kSmall>)
+                                     : reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 16, kLarge>);
+        }
         // 8-byte vectors: instantiated for 16-bit x written as f32 only (the pairs that measured faster).
         if constexpr (sizeof(X) == 2 && sizeof(Y) == 4) {
-            if (vector_bytes == 8) return reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 8>);
+            if (vector_bytes == 8) {
+                return threads == kSmall ? reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 8, kSmall>)
+                                         : reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 8, kLarge>);
+            }
         }
         return nullptr;
     });

@@ -269,6 +269,38 @@ TEST_CASE("cuda layouts: columns one CTA caches at 64-byte tile rows run without
     }
 }
 
+TEST_CASE("cuda layouts: unclustered tiles take 128-thread CTAs where those let an SM hold more tiles", "[cuda]") {
+    // 128 positions x 256-byte rows are 32 KB tiles: 256-thread CTAs are register-bound at 4 per SM, 128-thread
+    // ones fit 5 by shared memory, so the plan takes 128 threads; 16-bit x written as f32 (8-byte vectors, 5
+    // CTAs per SM either way) ties and keeps 256. 1000 positions x 64 bytes (64 KB tiles, 3 per SM either
+    // way) keep 256. Inner 520 leaves a partial last tile; the fronts put x or y on the element-wise path.
+    CudaHandle handle;
+    struct Case {
+        SpatialCase spatial;
+        bool small_for_same_width;  // whether pairs without 8-byte vectors must take 128 threads
+    };
+    const Case cases[] = {
+        {{80, 128, 520, "spatial-tile", Clustered::No}, true},
+        {{140, 1000, 64, "spatial-tile", Clustered::No}, false},
+    };
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                               {SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32}};
+    for (const Case& c : cases) {
+        for (const DtypePair& pair : pairs) {
+            const bool wider_16_bit = pair.x != SMX_DTYPE_F32 && pair.y == SMX_DTYPE_F32;
+            const int threads = c.small_for_same_width && !wider_16_bit ? 128 : 256;
+            for (bool log_mode : {false, true}) {
+                for (const auto& fronts : {std::pair<int, int>{0, 0}, {1, 0}, {0, 1}}) {
+                    const std::string plan =
+                        check_spatial_case(handle.get(), c.spatial, pair.x, pair.y, fronts.first, fronts.second, log_mode);
+                    INFO("plan: " << plan);
+                    CHECK(plan_value(plan, "threads") == threads);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda layouts: 16-bit x written as f32 takes 8-byte vectors at tile rows of 128 bytes or more", "[cuda]") {
     // The plan switches these pairs to the 8-byte-vector instance (4 columns a thread) at wide tile rows:
     // whole and partial vectors and tiles, one CTA or a cluster per column, vector and element-wise access
