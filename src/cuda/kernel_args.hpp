@@ -52,7 +52,9 @@ struct WarpShape {
     constexpr int capacity() const { return lanes * cols_per_lane; }
 };
 
-constexpr int kWarpKernelThreads = 128;  // 4 warps: small CTAs, many of them overlapping on each SM
+// 4 warps: small CTAs, many of them overlapping on each SM. The launch bound of every warp instance; the plan
+// launches wide-row shapes as 64-thread CTAs (plan_warp).
+constexpr int kWarpKernelThreads = 128;
 constexpr int kWarpMaxRowLen = 1024;     // 32 lanes x 32 register-held elements per lane
 constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs per SM
 constexpr int kSpatialTileSmallThreads = 128; // spatial-tile CTA where it lets an SM hold more tiles (the plan)

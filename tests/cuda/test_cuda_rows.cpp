@@ -123,6 +123,32 @@ TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x wr
     check_pair(SMX_DTYPE_F64, SMX_DTYPE_F64);
 }
 
+TEST_CASE("cuda rows: warp shapes on 32 lanes of up to 16 values launch 64-thread CTAs, the others 128", "[cuda]") {
+    CudaHandle handle;
+    struct Case {
+        smxDataType_t x_dtype, y_dtype;
+        std::int64_t row_len;
+        int threads;
+    };
+    const Case cases[] = {
+        {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32, 128},  {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 128, 128},  // narrow
+        {SMX_DTYPE_F16, SMX_DTYPE_F32, 200, 64},    {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 512, 64},   // 8, 16 values
+        {SMX_DTYPE_F16, SMX_DTYPE_F16, 1000, 128},  {SMX_DTYPE_F32, SMX_DTYPE_F32, 32, 128},     // 32 values; narrow
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 128, 64},    {SMX_DTYPE_F32, SMX_DTYPE_BF16, 512, 64},    // 4 x 2 rows, 16
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 700, 128},   {SMX_DTYPE_F64, SMX_DTYPE_F64, 64, 64},      // 24; 2 x 2 rows
+    };
+    for (const Case& c : cases) {
+        // A last CTA and warp partly empty; both modes against the reference at the rule's CTA size.
+        const std::int64_t rows = 1001;
+        const std::string plan = check_random_rows(handle.get(), c.x_dtype, c.y_dtype, rows, c.row_len, c.row_len % 2 == 0);
+        INFO("plan: " << plan);
+        REQUIRE(kernel_kind(plan) == "warp");
+        CHECK(plan_value(plan, "threads") == c.threads);
+        CHECK(plan_value(plan, "grid") * plan_value(plan, "threads") / 32 * 32 / plan_value(plan, "lanes") *
+                  plan_value(plan, "rows_per_thread") >= rows);
+    }
+}
+
 TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", "[cuda][sanitize]") {
     CudaHandle handle;
     struct Case {
@@ -134,6 +160,7 @@ TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", 
         {SMX_DTYPE_F16, SMX_DTYPE_F32, 65, 33},     {SMX_DTYPE_F32, SMX_DTYPE_F32, 33, 1025},
         {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 9, 4097},  {SMX_DTYPE_F32, SMX_DTYPE_F16, 5, 32769},
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 262145},  {SMX_DTYPE_F64, SMX_DTYPE_F64, 5, 3001},
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 129, 300},   // warp on 32 lanes: 64-thread CTAs
     };
     for (const Case& c : cases) {
         for (bool log_mode : {false, true}) {
