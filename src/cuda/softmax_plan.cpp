@@ -232,8 +232,8 @@ smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size
 
 // ---- Rows layout ------------------------------------------------------------------------------------
 
-// CTA size of the warp kernel. Shapes on 32 lanes with at most 16 values per thread (rows of 129..512
-// elements, and f32 rows of 33..128 at two rows per thread) launch 64-thread CTAs: finer-grained refill of
+// CTA size of the warp kernel. Shapes on 32 lanes with at most 16 values per thread (rows of 65..512
+// elements; 16-bit x: 129..512, f64: 33..512) launch 64-thread CTAs: finer-grained refill of
 // each SM, measured +0.2-1.9 points of copy on 1048576x128 f32 and 262144x512, ties elsewhere (perf-notes
 // run 111). Narrower shapes keep 128: their 64-thread CTAs each move 1 KiB of x, and the block scheduler,
 // which places at most ~1500 CTAs per microsecond on the H200, held them at 72-78% of copy.
