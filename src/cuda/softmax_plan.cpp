@@ -241,8 +241,9 @@ smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size
 // launch bounds admit both), so that a benchmark can time both on any shape. Read when a plan is made.
 constexpr int kWarpWideRowThreads = 64;
 constexpr int kWarpWideRowMaxValues = 16;
-int warp_threads_override() {
-    const char* value = std::getenv("SMX_CUDA_WARP_THREADS");
+// A CTA size a benchmark knob names: 64 or 128 when the variable says exactly that, else 0 (the rule).
+int thread_count_override(const char* variable) {
+    const char* value = std::getenv(variable);
     if (value == nullptr) return 0;
     if (std::strcmp(value, "64") == 0) return 64;
     if (std::strcmp(value, "128") == 0) return 128;
@@ -255,7 +256,7 @@ smxStatus_t plan_warp(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
         cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
     const void* kernel = cuda::warp_softmax_kernel(info.x_dtype, info.y_dtype, shape_index);
     SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "warp"));
-    const int wanted_threads = warp_threads_override();
+    const int wanted_threads = thread_count_override("SMX_CUDA_WARP_THREADS");
     const bool wide_row = shape.lanes == 32 && shape.cols_per_lane * shape.rows_per_thread <= kWarpWideRowMaxValues;
     const int threads = wanted_threads > 0 ? wanted_threads : wide_row ? kWarpWideRowThreads : cuda::kWarpKernelThreads;
     const std::int64_t rows_per_block =
@@ -303,11 +304,27 @@ bool better_regs_choice(const RegsChoice& a, const RegsChoice& b, bool packed_fi
     return rank(a.values) > rank(b.values);
 }
 
+// Block-regs' smallest CTA for an instance of `values` per thread. Instances that hold their values
+// widened (8-32) may run 64-thread CTAs (two warps: a shorter block reduction, and more CTAs and loads in
+// flight per SM); the packed 64-value instance keeps kRegsMinThreads. H200, perf-notes run 113 (quick
+// smx-bench, two samples, % of copy, 128 -> 64 threads): 65536 x 2048 now 32 values x 64 threads instead
+// of 16 x 128: 16 -> 16 91-93 -> 96-97.4, f32 -> f32 96.4-96.8 -> 96.7-97.1 (compare_torch, log-softmax:
+// 0.994x -> 1.002x torch eager), 16 -> f32 +0.1-0.3, f32 -> bf16 100.5-100.8 -> 100.2-100.5; with the
+// packed instance at 64 threads too, 16 -> 16 16384 x 4096 took it there and lost up to 1.5 (f16 92.4 ->
+// 90.9). SMX_CUDA_REGS_MIN_THREADS=64|128 sets one minimum for every instance instead (0: the rule), so
+// that a benchmark can time either way; read when a plan is made.
+constexpr int kRegsMinThreadsWidened = 64;
+int regs_min_threads(int values, int override_threads) {
+    if (override_threads > 0) return override_threads;
+    return values <= 32 ? kRegsMinThreadsWidened : kRegsMinThreads;
+}
+
 // The smallest cluster (1..16 CTAs, any integer) with a configuration that keeps several CTAs per SM and
 // wastes at most 10% of its register slots; the best configuration seen when none does. Clusters
 // are checked for placement with cudaOccupancyMaxActiveClusters (16 needs the non-portable opt-in).
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
     *choice = {};
+    const int min_threads_override = thread_count_override("SMX_CUDA_REGS_MIN_THREADS");
     const bool clusters = limits.cluster_launch && limits.compute_capability_major >= 9;
     const int max_cluster = clusters ? cuda::kBlockRegsMaxCluster : 1;
     const int max_threads = std::min(cuda::kBlockRegsMaxThreads, std::max(limits.max_threads_per_block, kRegsMinThreads));
@@ -328,7 +345,8 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
             cudaFuncAttributes attributes{};
             const cudaError_t attributes_error = cudaFuncGetAttributes(&attributes, kernel);
             if (attributes_error != cudaSuccess) return cuda::cuda_failure(attributes_error, "reading the block-regs kernel's limits");
-            const std::int64_t threads = std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32), kRegsMinThreads);
+            const std::int64_t threads = std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32),
+                                                                regs_min_threads(values, min_threads_override));
             if (threads > max_threads || threads > attributes.maxThreadsPerBlock) continue;
             int ctas_per_sm = 0;
             SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &ctas_per_sm));

@@ -149,6 +149,34 @@ TEST_CASE("cuda rows: warp shapes on 32 lanes of up to 16 values launch 64-threa
     }
 }
 
+TEST_CASE("cuda rows: block-regs instances of up to 32 values take CTAs from 64 threads, the packed one from 128",
+          "[cuda]") {
+    CudaHandle handle;
+    struct Case {
+        smxDataType_t x_dtype, y_dtype;
+        std::int64_t row_len;
+        int values, threads;
+    };
+    // Rows of 2048 take 32 values x 64 threads; shorter ones the CTA that wastes fewest register slots
+    // (1500: 96 threads of 16 values); 16-bit rows of 4096 would take the packed instance at 64 threads
+    // if it were allowed them, and keep 32 values x 128; f64 has no 32-value instance.
+    const Case cases[] = {
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 2048, 32, 64},    {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 2048, 32, 64},
+        {SMX_DTYPE_F16, SMX_DTYPE_F32, 2047, 32, 64},    {SMX_DTYPE_F32, SMX_DTYPE_BF16, 1500, 16, 96},
+        {SMX_DTYPE_F16, SMX_DTYPE_F16, 4096, 32, 128},   {SMX_DTYPE_F32, SMX_DTYPE_F32, 4096, 32, 128},
+        {SMX_DTYPE_F64, SMX_DTYPE_F64, 1500, 16, 96},
+    };
+    for (const Case& c : cases) {
+        // 67 rows, both modes across the cases, odd lengths misaligned after the first row.
+        const std::string plan = check_random_rows(handle.get(), c.x_dtype, c.y_dtype, 67, c.row_len, c.row_len % 2 == 1);
+        INFO("plan: " << plan);
+        REQUIRE(kernel_kind(plan) == "block-regs");
+        CHECK(plan_value(plan, "values") == c.values);
+        CHECK(plan_value(plan, "threads") == c.threads);
+        CHECK(plan_value(plan, "cluster") == 1);
+    }
+}
+
 TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", "[cuda][sanitize]") {
     CudaHandle handle;
     struct Case {
@@ -161,6 +189,7 @@ TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", 
         {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 9, 4097},  {SMX_DTYPE_F32, SMX_DTYPE_F16, 5, 32769},
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 262145},  {SMX_DTYPE_F64, SMX_DTYPE_F64, 5, 3001},
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 129, 300},   // warp on 32 lanes: 64-thread CTAs
+        {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 65, 2047}, // block-regs, 64-thread CTAs
     };
     for (const Case& c : cases) {
         for (bool log_mode : {false, true}) {
