@@ -232,15 +232,15 @@ smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size
 
 // ---- Rows layout ------------------------------------------------------------------------------------
 
-// CTA size of the warp kernel. Shapes on 32 lanes with at most 16 values per thread (rows of 65..512
-// elements; 16-bit x: 129..512, f64: 33..512) launch 64-thread CTAs: finer-grained refill of
-// each SM, measured +0.2-1.9 points of copy on 1048576x128 f32 and 262144x512, ties elsewhere (perf-notes
-// run 111). Narrower shapes keep 128: their 64-thread CTAs each move 1 KiB of x, and the block scheduler,
+// CTA size of the warp kernel. Shapes on 32 lanes (rows of 65..1024 elements; 16-bit x: 129..1024, f64:
+// 33..1024) launch 64-thread CTAs: finer-grained refill of each SM. H200, % of copy, 128 -> 64 threads:
+// up to 16 values per thread (perf-notes run 111) +0.2-1.9 points on 1048576x128 f32 and 262144x512, ties
+// elsewhere; 32 values, 131072x1024 (runs 112 and 114, three samples) 16-bit +1.0-1.6, f32 within 0.3.
+// Narrower shapes keep 128: their 64-thread CTAs each move 1 KiB of x, and the block scheduler,
 // which places at most ~1500 CTAs per microsecond on the H200, held them at 72-78% of copy.
 // SMX_CUDA_WARP_THREADS=64|128 replaces the rule (same instance, same per-thread work and registers: its
 // launch bounds admit both), so that a benchmark can time both on any shape. Read when a plan is made.
 constexpr int kWarpWideRowThreads = 64;
-constexpr int kWarpWideRowMaxValues = 16;
 // A CTA size a benchmark knob names: 64 or 128 when the variable says exactly that, else 0 (the rule).
 int thread_count_override(const char* variable) {
     const char* value = std::getenv(variable);
@@ -257,7 +257,7 @@ smxStatus_t plan_warp(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     const void* kernel = cuda::warp_softmax_kernel(info.x_dtype, info.y_dtype, shape_index);
     SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "warp"));
     const int wanted_threads = thread_count_override("SMX_CUDA_WARP_THREADS");
-    const bool wide_row = shape.lanes == 32 && shape.cols_per_lane * shape.rows_per_thread <= kWarpWideRowMaxValues;
+    const bool wide_row = shape.lanes == 32;
     const int threads = wanted_threads > 0 ? wanted_threads : wide_row ? kWarpWideRowThreads : cuda::kWarpKernelThreads;
     const std::int64_t rows_per_block =
         static_cast<std::int64_t>(threads / 32) * (32 / shape.lanes) * shape.rows_per_thread;

@@ -123,7 +123,7 @@ TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x wr
     check_pair(SMX_DTYPE_F64, SMX_DTYPE_F64);
 }
 
-TEST_CASE("cuda rows: warp shapes on 32 lanes of up to 16 values launch 64-thread CTAs, the others 128", "[cuda]") {
+TEST_CASE("cuda rows: warp shapes on 32 lanes launch 64-thread CTAs, narrower ones 128", "[cuda]") {
     CudaHandle handle;
     struct Case {
         smxDataType_t x_dtype, y_dtype;
@@ -133,9 +133,10 @@ TEST_CASE("cuda rows: warp shapes on 32 lanes of up to 16 values launch 64-threa
     const Case cases[] = {
         {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32, 128},  {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 128, 128},  // narrow
         {SMX_DTYPE_F16, SMX_DTYPE_F32, 200, 64},    {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 512, 64},   // 8, 16 values
-        {SMX_DTYPE_F16, SMX_DTYPE_F16, 1000, 128},  {SMX_DTYPE_F32, SMX_DTYPE_F32, 32, 128},     // 32 values; narrow
+        {SMX_DTYPE_F16, SMX_DTYPE_F16, 1000, 64},   {SMX_DTYPE_F32, SMX_DTYPE_F32, 32, 128},     // 32 values; narrow
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 128, 64},    {SMX_DTYPE_F32, SMX_DTYPE_BF16, 512, 64},    // 4 x 2 rows, 16
-        {SMX_DTYPE_F32, SMX_DTYPE_F32, 700, 128},   {SMX_DTYPE_F64, SMX_DTYPE_F64, 64, 64},      // 24; 2 x 2 rows
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 700, 64},    {SMX_DTYPE_F64, SMX_DTYPE_F64, 64, 64},      // 24; 2 x 2 rows
+        {SMX_DTYPE_F64, SMX_DTYPE_F64, 1024, 64},   {SMX_DTYPE_BF16, SMX_DTYPE_F32, 1024, 64},   // 32 values
     };
     for (const Case& c : cases) {
         // A last CTA and warp partly empty; both modes against the reference at the rule's CTA size.
