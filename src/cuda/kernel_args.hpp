@@ -64,13 +64,16 @@ constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes 
 // Narrow rows: one pack per lane and 1..32 lanes. Wide rows: 32 lanes and several packs per lane (which
 // already gives several loads in flight). Narrow rows take one row per thread (more, smaller CTAs at 16
 // per SM) except f32 x written to a narrower y and f64, which take two; f32 x lists both, sorted by
-// rows per thread at equal capacity (choose_warp_shape picks; perf-notes run 66).
+// rows per thread at equal capacity (choose_warp_shape picks; perf-notes run 66). 16-bit x also lists two
+// narrow shapes of two packs per lane (2 and 16 lanes), ahead of the one-pack shape of the same capacity,
+// taken by 16-bit -> 16-bit rows only (warp_narrow_two_packs; perf-notes run 116).
 template <int kPack>
 struct WarpShapeTable;
 template <>
 struct WarpShapeTable<8> {  // f16, bf16
-    static constexpr std::array<WarpShape, 9> shapes{{{1, 8, 1}, {2, 8, 1}, {4, 8, 1}, {8, 8, 1}, {16, 8, 1},
-                                                      {32, 8, 2}, {32, 16, 1}, {32, 24, 1}, {32, 32, 1}}};
+    static constexpr std::array<WarpShape, 11> shapes{{{1, 8, 1}, {2, 8, 1}, {2, 16, 1}, {4, 8, 1}, {8, 8, 1},
+                                                       {16, 8, 1}, {16, 16, 1}, {32, 8, 2}, {32, 16, 1},
+                                                       {32, 24, 1}, {32, 32, 1}}};
 };
 template <>
 struct WarpShapeTable<4> {  // f32
@@ -89,6 +92,11 @@ struct WarpShapeTable<2> {  // f64
 // Rows per thread of the narrow warp shapes (fewer than 32 lanes) for x and y elements of these sizes.
 constexpr int warp_narrow_rows_per_thread(std::size_t x_size, std::size_t y_size) {
     return x_size == 2 || (x_size == 4 && y_size == 4) ? 1 : 2;
+}
+// Whether narrow rows of this pair take the shapes of two packs per lane where the table has one (16-bit x
+// and y only: 16-bit y written as f32 from two packs per lane was measured at half the copy rate, run 75).
+constexpr bool warp_narrow_two_packs(std::size_t x_size, std::size_t y_size) {
+    return x_size == 2 && y_size == 2;
 }
 
 // Index of the smallest shape whose capacity holds `row_len` (<= kWarpMaxRowLen) for x and y elements of

@@ -233,14 +233,17 @@ smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size
 // ---- Rows layout ------------------------------------------------------------------------------------
 
 // CTA size of the warp kernel. Shapes on 32 lanes (rows of 65..1024 elements; 16-bit x: 129..1024, f64:
-// 33..1024) launch 64-thread CTAs: finer-grained refill of each SM. H200, % of copy, 128 -> 64 threads:
-// up to 16 values per thread (perf-notes run 111) +0.2-1.9 points on 1048576x128 f32 and 262144x512, ties
-// elsewhere; 32 values, 131072x1024 (runs 112 and 114, three samples) 16-bit +1.0-1.6, f32 within 0.3.
-// Narrower shapes keep 128: their 64-thread CTAs each move 1 KiB of x, and the block scheduler,
-// which places at most ~1500 CTAs per microsecond on the H200, held them at 72-78% of copy.
+// 33..1024) and the narrow two-pack shapes (16-bit -> 16-bit rows of 17..32 and 129..256) launch 64-thread
+// CTAs: finer-grained refill of each SM. H200, % of copy, 128 -> 64 threads: up to 16 values per thread
+// (perf-notes run 111) +0.2-1.9 points on 1048576x128 f32 and 262144x512, ties elsewhere; 32 values,
+// 131072x1024 (runs 112 and 114, three samples) 16-bit +1.0-1.6, f32 within 0.3; two-pack shapes (run
+// 116) rows of 256 +0.5-1.2, of 32 within the spread. Each of these 64-thread CTAs moves at least 2 KiB
+// of x. Narrow one-pack shapes keep 128: their 64-thread CTAs move 1 KiB of x each (f32 x written
+// narrower, two rows per thread, 2 KiB: measured within 0.5 point either way, run 111, left at 128), and
+// the block scheduler, which places at most ~1500 CTAs per microsecond on the H200, held them at 72-78%.
 // SMX_CUDA_WARP_THREADS=64|128 replaces the rule (same instance, same per-thread work and registers: its
 // launch bounds admit both), so that a benchmark can time both on any shape. Read when a plan is made.
-constexpr int kWarpWideRowThreads = 64;
+constexpr int kWarpSmallCtaThreads = 64;
 // A CTA size a benchmark knob names: 64 or 128 when the variable says exactly that, else 0 (the rule).
 int thread_count_override(const char* variable) {
     const char* value = std::getenv(variable);
@@ -257,8 +260,9 @@ smxStatus_t plan_warp(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     const void* kernel = cuda::warp_softmax_kernel(info.x_dtype, info.y_dtype, shape_index);
     SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "warp"));
     const int wanted_threads = thread_count_override("SMX_CUDA_WARP_THREADS");
-    const bool wide_row = shape.lanes == 32;
-    const int threads = wanted_threads > 0 ? wanted_threads : wide_row ? kWarpWideRowThreads : cuda::kWarpKernelThreads;
+    const int pack = static_cast<int>(16 / dtype_size(info.x_dtype));
+    const bool small_ctas = shape.lanes == 32 || shape.cols_per_lane > pack;
+    const int threads = wanted_threads > 0 ? wanted_threads : small_ctas ? kWarpSmallCtaThreads : cuda::kWarpKernelThreads;
     const std::int64_t rows_per_block =
         static_cast<std::int64_t>(threads / 32) * (32 / shape.lanes) * shape.rows_per_thread;
     // One pass of the grid over the rows, not a persistent grid: measured on the H200, f32 rows of 32..1024
@@ -872,11 +876,21 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
     // f16 -> f32 log 87.4 -> 89.1-90.0), 1048576 x 128 16 -> 16 +1-5 (f16 softmax 90.2 -> 95.5), 16 -> f32
     // +0.5; f32 -> f32 1048576 x 32 +2-4 (91.0 -> 94.3-95.4); but f32 -> bf16 1048576 x 32 -2.5 (89.6 ->
     // 87.0): f32 x written narrower keeps two. (Four rows per thread lost 6-18 points everywhere, run 65.)
+    // 16-bit -> 16-bit narrow rows take two packs per lane on 2 and 16 lanes, where the table lists them
+    // first, and one pack elsewhere. H200, run 116 (quick smx-bench, two samples, f16 and bf16, both modes,
+    // % of copy, one pack -> two): rows of 32 +1-4.5 (log 84.2-84.4 -> 87.1-88.3), of 256 (against 32 lanes
+    // x 2 rows) +2.5-6 (log 87.5-88.4 -> 93.5-93.8); but rows of 64 -4.5 to -6 and of 128 -1 to -6 (softmax
+    // 95.9-96.6 -> 90.0-90.6): those two-pack shapes are not instantiated. Fewer lanes per row cut a
+    // shuffle level and the per-row setup per element, at 40 registers (12 CTAs per SM) instead of 32.
     const int narrow_rows = warp_narrow_rows_per_thread(x_size, y_size);
+    const bool two_packs = warp_narrow_two_packs(x_size, y_size);
+    const int pack = static_cast<int>(16 / x_size);
     const auto pick = [&](const auto& shapes) {
         int index = 0;
         const auto fits = [&](const WarpShape& s) {
-            return s.capacity() >= row_len && (s.lanes == 32 || s.rows_per_thread == narrow_rows);
+            if (s.capacity() < row_len) return false;
+            if (s.lanes == 32) return true;
+            return s.rows_per_thread == narrow_rows && (s.cols_per_lane == pack || two_packs);
         };
         while (index + 1 < static_cast<int>(shapes.size()) && !fits(shapes[index])) ++index;
         *shape = shapes[index];

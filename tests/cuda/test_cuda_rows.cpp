@@ -98,11 +98,17 @@ TEST_CASE("cuda rows: every dtype pair in both modes matches the reference", "[c
 TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x written narrower and f64", "[cuda]") {
     CudaHandle handle;
     // Row lengths on 1, 2, 4, 8 and 16 lanes (16-bit x: 8 per lane, f32: 4, f64: 2) and one on 32 lanes, with
-    // row counts that leave the last CTA and warp partly empty.
+    // row counts that leave the last CTA and warp partly empty. 16-bit -> 16-bit rows of 17..32 and 129..256
+    // take two packs per lane instead (2 and 16 lanes, one row per thread).
     const std::int64_t row_lengths[] = {5, 8, 9, 16, 30, 64, 100, 256};
     const smxDataType_t float_types[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32};
-    const auto expected_rows_per_thread = [](smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
+    const auto two_packs = [](smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
+        const bool sixteen_bit = dtype_size(x_dtype) == 2 && dtype_size(y_dtype) == 2;
+        return sixteen_bit && ((row_len > 16 && row_len <= 32) || (row_len > 128 && row_len <= 256));
+    };
+    const auto expected_rows_per_thread = [&](smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
         const int per_lane = x_dtype == SMX_DTYPE_F64 ? 2 : x_dtype == SMX_DTYPE_F32 ? 4 : 8;
+        if (two_packs(x_dtype, y_dtype, row_len)) return 1;
         if (row_len > 16 * per_lane) return row_len <= 32 * per_lane ? 2 : 1;  // 32 lanes
         if (x_dtype == SMX_DTYPE_F64 || (x_dtype == SMX_DTYPE_F32 && y_dtype != SMX_DTYPE_F32)) return 2;
         return 1;
@@ -113,8 +119,12 @@ TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x wr
             const std::string plan = check_random_rows(handle.get(), x_dtype, y_dtype, rows, row_len, row_len % 2 == 0);
             INFO("plan: " << plan);
             REQUIRE(kernel_kind(plan) == "warp");
-            const int expected = expected_rows_per_thread(x_dtype, y_dtype, row_len);
-            CHECK(plan.find("rows_per_thread=" + std::to_string(expected) + " ") != std::string::npos);
+            CHECK(plan_value(plan, "rows_per_thread") == expected_rows_per_thread(x_dtype, y_dtype, row_len));
+            if (plan_value(plan, "lanes") < 32) {
+                const int pack = 16 / static_cast<int>(dtype_size(x_dtype));
+                const int packs = two_packs(x_dtype, y_dtype, row_len) ? 2 : 1;
+                CHECK(plan_value(plan, "cols_per_lane") == packs * pack);
+            }
         }
     };
     for (smxDataType_t x_dtype : float_types) {
@@ -123,7 +133,8 @@ TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x wr
     check_pair(SMX_DTYPE_F64, SMX_DTYPE_F64);
 }
 
-TEST_CASE("cuda rows: warp shapes on 32 lanes launch 64-thread CTAs, narrower ones 128", "[cuda]") {
+TEST_CASE("cuda rows: warp shapes on 32 lanes or of two packs per lane launch 64-thread CTAs, the rest 128",
+          "[cuda]") {
     CudaHandle handle;
     struct Case {
         smxDataType_t x_dtype, y_dtype;
@@ -131,7 +142,8 @@ TEST_CASE("cuda rows: warp shapes on 32 lanes launch 64-thread CTAs, narrower on
         int threads;
     };
     const Case cases[] = {
-        {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32, 128},  {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 128, 128},  // narrow
+        {SMX_DTYPE_BF16, SMX_DTYPE_F32, 32, 128},   {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 128, 128},  // narrow
+        {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32, 64},   {SMX_DTYPE_F16, SMX_DTYPE_F16, 200, 64},     // two packs
         {SMX_DTYPE_F16, SMX_DTYPE_F32, 200, 64},    {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 512, 64},   // 8, 16 values
         {SMX_DTYPE_F16, SMX_DTYPE_F16, 1000, 64},   {SMX_DTYPE_F32, SMX_DTYPE_F32, 32, 128},     // 32 values; narrow
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 128, 64},    {SMX_DTYPE_F32, SMX_DTYPE_BF16, 512, 64},    // 4 x 2 rows, 16
@@ -190,6 +202,7 @@ TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", 
         {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 9, 4097},  {SMX_DTYPE_F32, SMX_DTYPE_F16, 5, 32769},
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 262145},  {SMX_DTYPE_F64, SMX_DTYPE_F64, 5, 3001},
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 129, 300},   // warp on 32 lanes: 64-thread CTAs
+        {SMX_DTYPE_F16, SMX_DTYPE_F16, 33, 30},     {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 65, 200},  // two packs
         {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 65, 2047}, // block-regs, 64-thread CTAs
     };
     for (const Case& c : cases) {
