@@ -64,9 +64,10 @@ constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes 
 // Narrow rows: one pack per lane and 1..32 lanes. Wide rows: 32 lanes and several packs per lane (which
 // already gives several loads in flight). Narrow rows take one row per thread (more, smaller CTAs at 16
 // per SM) except f32 x written to a narrower y and f64, which take two; f32 x lists both, sorted by
-// rows per thread at equal capacity (choose_warp_shape picks; perf-notes run 66). 16-bit x also lists two
-// narrow shapes of two packs per lane (2 and 16 lanes), ahead of the one-pack shape of the same capacity,
-// taken by 16-bit -> 16-bit rows only (warp_narrow_two_packs; perf-notes run 116).
+// rows per thread at equal capacity (choose_warp_shape picks; perf-notes run 66). Two packs per lane on
+// fewer lanes (warp_narrow_two_packs; perf-notes runs 116-117): f32 x holds rows of 17-128 that way (4, 8,
+// 16 lanes; every y), in place of one pack on twice the lanes; 16-bit x lists two such shapes (2 and 16
+// lanes) ahead of the one-pack shape of the same capacity, taken by 16-bit -> 16-bit rows only.
 template <int kPack>
 struct WarpShapeTable;
 template <>
@@ -77,10 +78,9 @@ struct WarpShapeTable<8> {  // f16, bf16
 };
 template <>
 struct WarpShapeTable<4> {  // f32
-    static constexpr std::array<WarpShape, 15> shapes{{{1, 4, 1}, {1, 4, 2}, {2, 4, 1}, {2, 4, 2}, {4, 4, 1},
-                                                       {4, 4, 2}, {8, 4, 1}, {8, 4, 2}, {16, 4, 1}, {16, 4, 2},
-                                                       {32, 4, 2}, {32, 8, 1}, {32, 16, 1}, {32, 24, 1},
-                                                       {32, 32, 1}}};
+    static constexpr std::array<WarpShape, 13> shapes{{{1, 4, 1}, {1, 4, 2}, {2, 4, 1}, {2, 4, 2}, {4, 4, 1},
+                                                       {4, 4, 2}, {4, 8, 1}, {8, 8, 1}, {16, 8, 1}, {32, 8, 1},
+                                                       {32, 16, 1}, {32, 24, 1}, {32, 32, 1}}};
 };
 template <>
 struct WarpShapeTable<2> {  // f64
@@ -93,10 +93,11 @@ struct WarpShapeTable<2> {  // f64
 constexpr int warp_narrow_rows_per_thread(std::size_t x_size, std::size_t y_size) {
     return x_size == 2 || (x_size == 4 && y_size == 4) ? 1 : 2;
 }
-// Whether narrow rows of this pair take the shapes of two packs per lane where the table has one (16-bit x
-// and y only: 16-bit y written as f32 from two packs per lane was measured at half the copy rate, run 75).
+// Whether narrow rows of this pair take the shapes of two packs per lane where the table has one: f32 x,
+// and 16-bit x with 16-bit y (16-bit x written as f32 from two packs per lane ran at half the copy rate,
+// run 75).
 constexpr bool warp_narrow_two_packs(std::size_t x_size, std::size_t y_size) {
-    return x_size == 2 && y_size == 2;
+    return x_size == 4 || (x_size == 2 && y_size == 2);
 }
 
 // Index of the smallest shape whose capacity holds `row_len` (<= kWarpMaxRowLen) for x and y elements of

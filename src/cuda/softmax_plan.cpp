@@ -232,15 +232,16 @@ smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size
 
 // ---- Rows layout ------------------------------------------------------------------------------------
 
-// CTA size of the warp kernel. Shapes on 32 lanes (rows of 65..1024 elements; 16-bit x: 129..1024, f64:
-// 33..1024) and the narrow two-pack shapes (16-bit -> 16-bit rows of 17..32 and 129..256) launch 64-thread
-// CTAs: finer-grained refill of each SM. H200, % of copy, 128 -> 64 threads: up to 16 values per thread
-// (perf-notes run 111) +0.2-1.9 points on 1048576x128 f32 and 262144x512, ties elsewhere; 32 values,
-// 131072x1024 (runs 112 and 114, three samples) 16-bit +1.0-1.6, f32 within 0.3; two-pack shapes (run
-// 116) rows of 256 +0.5-1.2, of 32 within the spread. Each of these 64-thread CTAs moves at least 2 KiB
-// of x. Narrow one-pack shapes keep 128: their 64-thread CTAs move 1 KiB of x each (f32 x written
-// narrower, two rows per thread, 2 KiB: measured within 0.5 point either way, run 111, left at 128), and
-// the block scheduler, which places at most ~1500 CTAs per microsecond on the H200, held them at 72-78%.
+// CTA size of the warp kernel. Shapes on 32 lanes and the narrow two-pack ones (f32 x: rows of 17..1024;
+// 16-bit x: 129..1024, and 17..32 for 16-bit y; f64: 33..1024) launch 64-thread CTAs: finer-grained refill
+// of each SM. H200, % of copy, 128 -> 64 threads: up to 16 values per thread (perf-notes run 111) +0.2-1.9
+// points on 1048576x128 f32 and 262144x512, ties elsewhere; 32 values, 131072x1024 (runs 112 and 114,
+// three samples) 16-bit +1.0-1.6, f32 within 0.3; two-pack shapes (runs 116-117) 16-bit rows of 256
+// +0.5-1.2, f32 +0.3 in median, the rest within the spread. Each of these 64-thread CTAs moves at least 2
+// KiB of x. Narrow one-pack shapes keep 128: their 64-thread CTAs move 1 KiB of x each (f64 and f32 x
+// written narrower, two rows per thread, 2 KiB: measured within 0.5 point either way, run 111, left at
+// 128), and the block scheduler, which places at most ~1500 CTAs per microsecond on the H200, held them at
+// 72-78%.
 // SMX_CUDA_WARP_THREADS=64|128 replaces the rule (same instance, same per-thread work and registers: its
 // launch bounds admit both), so that a benchmark can time both on any shape. Read when a plan is made.
 constexpr int kWarpSmallCtaThreads = 64;
@@ -876,12 +877,16 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
     // f16 -> f32 log 87.4 -> 89.1-90.0), 1048576 x 128 16 -> 16 +1-5 (f16 softmax 90.2 -> 95.5), 16 -> f32
     // +0.5; f32 -> f32 1048576 x 32 +2-4 (91.0 -> 94.3-95.4); but f32 -> bf16 1048576 x 32 -2.5 (89.6 ->
     // 87.0): f32 x written narrower keeps two. (Four rows per thread lost 6-18 points everywhere, run 65.)
-    // 16-bit -> 16-bit narrow rows take two packs per lane on 2 and 16 lanes, where the table lists them
-    // first, and one pack elsewhere. H200, run 116 (quick smx-bench, two samples, f16 and bf16, both modes,
-    // % of copy, one pack -> two): rows of 32 +1-4.5 (log 84.2-84.4 -> 87.1-88.3), of 256 (against 32 lanes
-    // x 2 rows) +2.5-6 (log 87.5-88.4 -> 93.5-93.8); but rows of 64 -4.5 to -6 and of 128 -1 to -6 (softmax
-    // 95.9-96.6 -> 90.0-90.6): those two-pack shapes are not instantiated. Fewer lanes per row cut a
-    // shuffle level and the per-row setup per element, at 40 registers (12 CTAs per SM) instead of 32.
+    // Two packs per lane, one row per thread, on half the lanes, where the table lists such a shape and the
+    // pair takes it (f32 x: rows of 17-128; 16-bit -> 16-bit: 17-32 and 129-256). One shuffle level and
+    // half the per-row setup fewer per element, at the same registers for f32 (32) and 40 instead of 32 for
+    // 16-bit (12 CTAs per SM). H200, quick smx-bench, two samples, % of copy, one pack -> two (at 64-thread
+    // CTAs): run 116, f16 / bf16 -> same, rows of 32 +1-4.5 (log 84.2-84.4 -> 87.1-88.3), of 256 (against
+    // 32 lanes x 2 rows) +2.5-6 (log 87.5-88.4 -> 93.5-93.8), but rows of 64 -4.5 to -6 and of 128 -1 to -6
+    // (softmax 95.9-96.6 -> 90.0-90.6; those shapes are not instantiated); run 117, f32 x: f32 -> bf16
+    // rows of 32 / 64 / 128 +3-8.5 (log 85.3 -> 92.9-93.4, 92.0 -> 99.2-99.3, 93.5 -> 102.3-102.5), f32 ->
+    // f32 rows of 128 +0.3-1.0 (log 98.7 -> 99.3-99.7; past torch eager's 1048576x128 softmax in the same
+    // process), 32 -0.7 to +1.4, 64 log +0.3-0.6 but softmax -0.4 to -0.5.
     const int narrow_rows = warp_narrow_rows_per_thread(x_size, y_size);
     const bool two_packs = warp_narrow_two_packs(x_size, y_size);
     const int pack = static_cast<int>(16 / x_size);
@@ -889,8 +894,8 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
         int index = 0;
         const auto fits = [&](const WarpShape& s) {
             if (s.capacity() < row_len) return false;
-            if (s.lanes == 32) return true;
-            return s.rows_per_thread == narrow_rows && (s.cols_per_lane == pack || two_packs);
+            if (s.lanes < 32 && s.cols_per_lane > pack) return two_packs;
+            return s.lanes == 32 || s.rows_per_thread == narrow_rows;
         };
         while (index + 1 < static_cast<int>(shapes.size()) && !fits(shapes[index])) ++index;
         *shape = shapes[index];

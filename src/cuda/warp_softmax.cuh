@@ -169,9 +169,11 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softma
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 const void* warp_kernel_pointer() {
     constexpr int kMinCtas = kWarpMinCtasPerSm<X, Y, kCols, kRowsPerThread>;
-    if constexpr (kLanes < 32 && kRowsPerThread != warp_narrow_rows_per_thread(sizeof(X), sizeof(Y))) {
+    constexpr bool kNarrow = kLanes < 32;
+    constexpr bool kTwoPacks = kCols > kPackOf<X>;
+    if constexpr (kNarrow && !kTwoPacks && kRowsPerThread != warp_narrow_rows_per_thread(sizeof(X), sizeof(Y))) {
         return nullptr;  // a narrow shape this pair does not take (f32 x lists both row counts)
-    } else if constexpr (kLanes < 32 && kCols != kPackOf<X> && !warp_narrow_two_packs(sizeof(X), sizeof(Y))) {
+    } else if constexpr (kNarrow && kTwoPacks && !warp_narrow_two_packs(sizeof(X), sizeof(Y))) {
         return nullptr;  // nor a narrow shape of two packs per lane
     } else if constexpr (kMinCtas > 0) {
         return reinterpret_cast<const void*>(&warp_softmax_bounded<X, Y, kLanes, kCols, kRowsPerThread, kMinCtas>);

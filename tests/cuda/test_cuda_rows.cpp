@@ -95,14 +95,16 @@ TEST_CASE("cuda rows: every dtype pair in both modes matches the reference", "[c
     }
 }
 
-TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x written narrower and f64", "[cuda]") {
+TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x written narrower and f64, or two packs",
+          "[cuda]") {
     CudaHandle handle;
     // Row lengths on 1, 2, 4, 8 and 16 lanes (16-bit x: 8 per lane, f32: 4, f64: 2) and one on 32 lanes, with
-    // row counts that leave the last CTA and warp partly empty. 16-bit -> 16-bit rows of 17..32 and 129..256
-    // take two packs per lane instead (2 and 16 lanes, one row per thread).
+    // row counts that leave the last CTA and warp partly empty. f32 x rows of 17..128 and 16-bit -> 16-bit
+    // rows of 17..32 and 129..256 take two packs per lane instead (one row per thread on half the lanes).
     const std::int64_t row_lengths[] = {5, 8, 9, 16, 30, 64, 100, 256};
     const smxDataType_t float_types[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32};
     const auto two_packs = [](smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
+        if (x_dtype == SMX_DTYPE_F32) return row_len > 16 && row_len <= 128;
         const bool sixteen_bit = dtype_size(x_dtype) == 2 && dtype_size(y_dtype) == 2;
         return sixteen_bit && ((row_len > 16 && row_len <= 32) || (row_len > 128 && row_len <= 256));
     };
@@ -145,8 +147,9 @@ TEST_CASE("cuda rows: warp shapes on 32 lanes or of two packs per lane launch 64
         {SMX_DTYPE_BF16, SMX_DTYPE_F32, 32, 128},   {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 128, 128},  // narrow
         {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32, 64},   {SMX_DTYPE_F16, SMX_DTYPE_F16, 200, 64},     // two packs
         {SMX_DTYPE_F16, SMX_DTYPE_F32, 200, 64},    {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 512, 64},   // 8, 16 values
-        {SMX_DTYPE_F16, SMX_DTYPE_F16, 1000, 64},   {SMX_DTYPE_F32, SMX_DTYPE_F32, 32, 128},     // 32 values; narrow
-        {SMX_DTYPE_F32, SMX_DTYPE_F32, 128, 64},    {SMX_DTYPE_F32, SMX_DTYPE_BF16, 512, 64},    // 4 x 2 rows, 16
+        {SMX_DTYPE_F16, SMX_DTYPE_F16, 1000, 64},   {SMX_DTYPE_F32, SMX_DTYPE_F32, 16, 128},     // 32 values; narrow
+        {SMX_DTYPE_F32, SMX_DTYPE_BF16, 16, 128},   {SMX_DTYPE_F32, SMX_DTYPE_F32, 32, 64},      // narrow; two packs
+        {SMX_DTYPE_F32, SMX_DTYPE_BF16, 128, 64},   {SMX_DTYPE_F32, SMX_DTYPE_BF16, 512, 64},    // two packs; 16
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 700, 64},    {SMX_DTYPE_F64, SMX_DTYPE_F64, 64, 64},      // 24; 2 x 2 rows
         {SMX_DTYPE_F64, SMX_DTYPE_F64, 1024, 64},   {SMX_DTYPE_BF16, SMX_DTYPE_F32, 1024, 64},   // 32 values
     };
@@ -203,6 +206,7 @@ TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", 
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 262145},  {SMX_DTYPE_F64, SMX_DTYPE_F64, 5, 3001},
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 129, 300},   // warp on 32 lanes: 64-thread CTAs
         {SMX_DTYPE_F16, SMX_DTYPE_F16, 33, 30},     {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 65, 200},  // two packs
+        {SMX_DTYPE_F32, SMX_DTYPE_BF16, 129, 100},  // f32 x, two packs on 16 lanes
         {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 65, 2047}, // block-regs, 64-thread CTAs
     };
     for (const Case& c : cases) {
