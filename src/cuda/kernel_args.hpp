@@ -94,8 +94,9 @@ constexpr int warp_narrow_rows_per_thread(std::size_t x_size, std::size_t y_size
     return x_size == 2 || (x_size == 4 && y_size == 4) ? 1 : 2;
 }
 // Whether narrow rows of this pair take the shapes of two packs per lane where the table has one: f32 x,
-// and 16-bit x with 16-bit y (16-bit x written as f32 from two packs per lane ran at half the copy rate,
-// run 75).
+// and 16-bit x with 16-bit y (16-bit x written as f32 from two packs on 2 lanes ran at 53% of copy against
+// 88-90% on one pack: each store instruction then writes 32 bytes into each of 16 lines; perf-notes runs
+// 75, 119).
 constexpr bool warp_narrow_two_packs(std::size_t x_size, std::size_t y_size) {
     return x_size == 4 || (x_size == 2 && y_size == 2);
 }
