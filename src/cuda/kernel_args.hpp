@@ -41,6 +41,7 @@ struct SoftmaxKernelArgs {
     int log_mode = 0;                 // 1: log-softmax (a uniform runtime branch halves the instances)
     int x_vector = 0;                 // warp kernel: x base and row stride allow 16-byte loads (set by run())
     int y_vector = 0;                 // warp kernel: y base and row stride allow full-pack stores (set by run())
+    int offsets_32 = 0;               // warp kernel: index in 32 bits (the plan found every offset within them)
 };
 
 // Per-thread shape of the warp kernel: `lanes` threads share a row, each holding `cols_per_lane`
@@ -56,6 +57,9 @@ struct WarpShape {
 // launches wide-row shapes as 64-thread CTAs (plan_warp).
 constexpr int kWarpKernelThreads = 128;
 constexpr int kWarpMaxRowLen = 1024;     // 32 lanes x 32 register-held elements per lane
+// Warp shapes of at most this many values per thread also have a body with 32-bit index arithmetic (used
+// where the plan finds every offset within 32 bits); wider shapes index in 64 bits (perf-notes run 121).
+constexpr int kWarpOffsets32MaxValues = 16;
 constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs per SM
 constexpr int kSpatialTileSmallThreads = 128; // spatial-tile CTA where it lets an SM hold more tiles (the plan)
 constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes = 256 bytes of a row per tile

@@ -61,8 +61,8 @@ HostTensor random_block() {
     return block;
 }
 
-// Runs forward once on a (rows, row_len) f16 tensor held at x/y on the device.
-void run_large(smxHandle_t handle, std::int64_t rows, std::int64_t row_len, bool log_mode, void* y, const void* x) {
+// Runs forward once on a (rows, row_len) f16 tensor held at x/y on the device; returns the plan text.
+std::string run_large(smxHandle_t handle, std::int64_t rows, std::int64_t row_len, bool log_mode, void* y, const void* x) {
     TensorDesc x_desc(SMX_DTYPE_F16, {rows, row_len}, {}), y_desc(SMX_DTYPE_F16, {rows, row_len}, {});
     SoftmaxDesc desc(handle, log_mode ? SMX_LOG_SOFTMAX : SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
     INFO(smxGetLastErrorMessage());
@@ -75,6 +75,7 @@ void run_large(smxHandle_t handle, std::int64_t rows, std::int64_t row_len, bool
     INFO("shape [" << rows << "," << row_len << "] f16 " << (log_mode ? "log-softmax" : "softmax") << " | plan: " << plan);
     SMX_REQUIRE_OK(smxSoftmaxForward(desc.desc, workspace.get(), workspace_bytes, y, x, nullptr));
     SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
+    return plan;
 }
 
 }  // namespace
@@ -103,10 +104,13 @@ TEST_CASE("cuda large: 1100000000 x 2 f16 along the last axis, rows sampled past
 
     for (bool log_mode : {false, true}) {
         SMX_REQUIRE_CUDA(cudaMemset(y.get(), 0xFF, tensor_bytes));
-        run_large(handle.get(), rows, row_len, log_mode, y.get(), x.get());
+        const std::string plan = run_large(handle.get(), rows, row_len, log_mode, y.get(), x.get());
         HostTensor y_rows = make_tensor(SMX_DTYPE_F16, {count, row_len});
         for (std::int64_t i = 0; i < count; ++i) download_elements(y_rows, i * row_len, y.get(), sampled[i] * row_len, row_len);
-        INFO((log_mode ? "log-softmax" : "softmax") << " over " << count << " sampled rows");
+        INFO((log_mode ? "log-softmax" : "softmax") << " over " << count << " sampled rows | plan: " << plan);
+        // The warp kernel, on its 64-bit body: these row offsets pass INT_MAX.
+        CHECK(kernel_kind(plan) == "warp");
+        CHECK(plan_value(plan, "offsets") == 64);
         CHECK(compare_to_reference(y_rows, reference_softmax(x_rows, 1, log_mode), log_mode) == "");
     }
 }

@@ -120,6 +120,12 @@ TEST_CASE("cuda layouts: transposed, padded, negative-stride and offset operands
                 HostTensor y = make_tensor(SMX_DTYPE_F32, shape, {row_len, -1});
                 check_case(handle.get(), y, x, 1, log_mode);
             }
+            {  // rows in reverse order (a negative row stride) over contiguous rows: the Rows layout, whose
+               // warp kernel then indexes in 32 bits with negative offsets
+                HostTensor x = make_tensor(SMX_DTYPE_BF16, shape, {-row_len, 1});
+                HostTensor y = make_tensor(SMX_DTYPE_F32, shape, {-(row_len + 4), 1});
+                check_case(handle.get(), y, x, 1, log_mode);
+            }
             {  // x and y one element past an aligned address
                 for (smxDataType_t dtype : {SMX_DTYPE_F16, SMX_DTYPE_F32, SMX_DTYPE_F64}) {
                     for (std::int64_t x_front : {0, 1}) {

@@ -122,6 +122,7 @@ TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x wr
             INFO("plan: " << plan);
             REQUIRE(kernel_kind(plan) == "warp");
             CHECK(plan_value(plan, "rows_per_thread") == expected_rows_per_thread(x_dtype, y_dtype, row_len));
+            CHECK(plan_value(plan, "offsets") == 32);  // a few thousand contiguous rows: 32-bit indexing
             if (plan_value(plan, "lanes") < 32) {
                 const int pack = 16 / static_cast<int>(dtype_size(x_dtype));
                 const int packs = two_packs(x_dtype, y_dtype, row_len) ? 2 : 1;
