@@ -258,18 +258,18 @@ int thread_count_override(const char* variable) {
 // thread, where the row count (with more than a CTA's rows to spare past it) and the offset of every element
 // of x and y from its base (row x row stride + column, either sign) are within INT_MAX. A thread then issues
 // its first load after ~40 instructions instead of ~53, and executes ~150 instead of ~180 in all on 16-bit
-// rows of 32 written as f32 (log-softmax, read in the SASS). H200, perf-notes runs 120-121, 32-bit against 64-bit, quick smx-bench, two samples
-// each, % of copy: 16 -> 16 log 1048576x128 90.1-90.8 -> 95.9-96.5, softmax 95.8-96.4 -> 97.6-98.4,
-// 16 -> 16 262144x512 +0.3-1.0, rows of 32 -1 to +2.5 (0.5 in median), the other pairs within 0.6; but f32
-// -> f32 131072x1024 (32 values) 97.1-97.6 -> 95.9-96.4 with either register bound: shapes of 24 and 32
-// values keep the 64-bit body only. SMX_CUDA_WARP_OFFSETS=64 takes the 64-bit body anyway (read when a plan
-// is made), so a benchmark or a test can run it on any shape.
+// rows of 32 written as f32 (log-softmax, read in the SASS). H200, perf-notes runs 120-121, 32-bit against
+// 64-bit, quick smx-bench, two samples each, % of copy: 16 -> 16 log 1048576x128 90.1-90.8 -> 95.9-96.5,
+// softmax 95.8-96.4 -> 97.6-98.4, 16 -> 16 262144x512 +0.3-1.0, rows of 32 -1 to +2.5 (0.5 in median), the
+// other pairs within 0.6; but f32 -> f32 131072x1024 (32 values) 97.1-97.6 -> 95.9-96.4 with either
+// register bound: shapes of 24 and 32 values keep the 64-bit body only. SMX_CUDA_WARP_OFFSETS=64 takes the
+// 64-bit body anyway (read when a plan is made), so a benchmark or a test can run it on any shape.
 bool warp_offsets_fit_32_bits(const SoftmaxInfo& info, const cuda::WarpShape& shape) {
     if (shape.cols_per_lane * shape.rows_per_thread > cuda::kWarpOffsets32MaxValues) return false;
     const char* forced = std::getenv("SMX_CUDA_WARP_OFFSETS");
     if (forced != nullptr && std::strcmp(forced, "64") == 0) return false;
     constexpr std::int64_t kLimit = INT_MAX;
-    constexpr std::int64_t kSpareRows = std::int64_t{1} << 16;  // > rows per CTA, so row indices past the end fit too
+    constexpr std::int64_t kSpareRows = std::int64_t{1} << 16;  // > a CTA's rows: indices past the end fit too
     if (info.rows > kLimit - kSpareRows) return false;
     for (const std::int64_t stride : {info.x.row_stride, info.y.row_stride}) {
         if (stride < -kLimit || stride > kLimit) return false;
