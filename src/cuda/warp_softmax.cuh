@@ -166,17 +166,21 @@ __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const Softmax
     warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
-// Shapes that state a minimum of CTAs per SM (each a register bound the compiler meets without spills;
-// 0: none stated). At most 8 values (f32, and 16-bit x at one row per thread): a full SM of 128-thread
-// CTAs (16, at most 32 registers). At 40 registers only 12 fit, and ncu showed f32 1048576 x 128
-// latency-bound at 65% achieved occupancy (no eligible warp 52% of cycles, DRAM 81%) where PyTorch's
-// 31-register kernel ran at 84% and 86%; the 16-bit shapes took 39-40 unbounded, none spill at 32. 16-bit
-// x with 16 values: 12 (40 registers instead of 48, which left 10); with 32 values: 8 (64 instead of 72,
-// which left 7). f32 -> f32 with 32 values: 6 (the per-mode bodies took 81 registers, 5 CTAs per SM,
-// where the single run-time-mode body had 78; with the bound they take 72, 7 CTAs). f64 would spill at
-// these bounds.
-template <class X, class Y, int kCols, int kRowsPerThread>
+// Shapes that state a minimum of CTAs per SM (each a register bound the compiler meets without spills in
+// the body the plan runs; 0: none stated). At most 8 values (f32, and 16-bit x at one row per thread): a
+// full SM of 128-thread CTAs (16, at most 32 registers). At 40 registers only 12 fit, and ncu showed f32
+// 1048576 x 128 latency-bound at 65% achieved occupancy (no eligible warp 52% of cycles, DRAM 81%) where
+// PyTorch's 31-register kernel ran at 84% and 86%; the 16-bit shapes took 39-40 unbounded, none spill at 32.
+// 16-bit x with 16 values: 12 (40 registers instead of 48, which left 10), but 16 (32 registers) for 16-bit
+// y on 16 or 32 lanes (rows of 129-512): their 32-bit bodies fit without spills, +1.8-3.2 points of copy on
+// 524288x256 and 262144x512, where 16-bit x written as f32 lost 1-3 and rows of 32 on 2 lanes about 0.5
+// (H200, perf-notes run 123); their 64-bit bodies spill 8-24 bytes, a cost paid only by tensors whose
+// offsets pass 2^31. With 32 values: 8 (64 instead of 72, which left 7). f32 -> f32 with 32 values: 6 (the
+// per-mode bodies took 81 registers, 5 CTAs per SM, where the single run-time-mode body had 78; with the
+// bound they take 72, 7 CTAs). f64 would spill at these bounds.
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 constexpr int kWarpMinCtasPerSm = sizeof(X) <= 4 && kCols * kRowsPerThread <= 8    ? 16
+                                  : sizeof(X) == 2 && sizeof(Y) == 2 && kLanes >= 16 && kCols * kRowsPerThread == 16 ? 16
                                   : sizeof(X) == 2 && kCols * kRowsPerThread == 16 ? 12
                                   : sizeof(X) == 2 && kCols * kRowsPerThread == 32 ? 8
                                   : sizeof(X) == 4 && sizeof(Y) == 4 && kCols * kRowsPerThread == 32 ? 6
@@ -189,7 +193,7 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softma
 
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 const void* warp_kernel_pointer() {
-    constexpr int kMinCtas = kWarpMinCtasPerSm<X, Y, kCols, kRowsPerThread>;
+    constexpr int kMinCtas = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
     constexpr bool kNarrow = kLanes < 32;
     constexpr bool kTwoPacks = kCols > kPackOf<X>;
     if constexpr (kNarrow && !kTwoPacks && kRowsPerThread != warp_narrow_rows_per_thread(sizeof(X), sizeof(Y))) {
