@@ -54,7 +54,7 @@ struct WarpShape {
 };
 
 // 4 warps: small CTAs, many of them overlapping on each SM. The launch bound of every warp instance; the plan
-// launches wide-row shapes as 64-thread CTAs (plan_warp).
+// launches shapes on 32 lanes and the narrow two-pack ones as 64-thread CTAs (plan_warp).
 constexpr int kWarpKernelThreads = 128;
 constexpr int kWarpMaxRowLen = 1024;     // 32 lanes x 32 register-held elements per lane
 // Warp shapes of at most this many values per thread also have a body with 32-bit index arithmetic (used
