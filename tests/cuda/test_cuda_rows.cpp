@@ -166,6 +166,40 @@ TEST_CASE("cuda rows: warp shapes on 32 lanes or of two packs per lane launch 64
     }
 }
 
+TEST_CASE("cuda rows: 16-bit x written as f32 by lane pairs: whole pairs, a pair cut by the row's end, unaligned y",
+          "[cuda][sanitize]") {
+    // The warp kernel stores a 16-bit x pack's 32 bytes of f32 y with its partner lane (store_pack_paired).
+    // Row lengths where every pair is whole (32, 128), where the row ends inside a pair's second pack (28,
+    // 76) or inside or at the end of its first (20, 1000); a partial last warp; then y or x off their 16-byte
+    // alignment or with an odd row stride (y: each lane stores its own elements).
+    CudaHandle handle;
+    for (smxDataType_t x_dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        for (std::int64_t row_len : {20, 28, 32, 76, 128, 1000}) {
+            for (bool log_mode : {false, true}) {
+                const std::string plan = check_random_rows(handle.get(), x_dtype, SMX_DTYPE_F32, 517, row_len, log_mode);
+                INFO("plan: " << plan);
+                CHECK(kernel_kind(plan) == "warp");
+            }
+        }
+    }
+    struct Layout {
+        std::int64_t x_front, y_front, x_stride, y_stride;
+    };
+    const Layout layouts[] = {{0, 1, 64, 64}, {1, 0, 64, 64}, {0, 0, 64, 67}, {3, 0, 65, 64}};
+    for (const Layout& layout : layouts) {
+        for (bool log_mode : {false, true}) {
+            HostTensor x = make_tensor(SMX_DTYPE_BF16, {131, 64}, {layout.x_stride, 1}, layout.x_front);
+            HostTensor y = make_tensor(SMX_DTYPE_F32, {131, 64}, {layout.y_stride, 1}, layout.y_front);
+            fill_random(x, test_rng());
+            std::string plan;
+            const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
+            INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+            CHECK(kernel_kind(plan) == "warp");
+            CHECK(mismatch == "");
+        }
+    }
+}
+
 TEST_CASE("cuda rows: block-regs instances of up to 32 values take CTAs from 64 threads, the packed one from 128",
           "[cuda]") {
     CudaHandle handle;
