@@ -69,9 +69,10 @@ constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes 
 // already gives several loads in flight). Narrow rows take one row per thread (more, smaller CTAs at 16
 // per SM) except f32 x written to a narrower y and f64, which take two; f32 x lists both, sorted by
 // rows per thread at equal capacity (choose_warp_shape picks; perf-notes run 66). Two packs per lane on
-// fewer lanes (warp_narrow_two_packs; perf-notes runs 116-117): f32 x holds rows of 17-128 that way (4, 8,
-// 16 lanes; every y), in place of one pack on twice the lanes; 16-bit x lists two such shapes (2 and 16
-// lanes) ahead of the one-pack shape of the same capacity, taken by 16-bit -> 16-bit rows only.
+// fewer lanes (warp_narrow_two_packs; perf-notes runs 116-117, 128): f32 x holds rows of 17-128 that way
+// (4, 8, 16 lanes; every y), in place of one pack on twice the lanes; 16-bit x lists two such shapes (2 and
+// 16 lanes) ahead of the one-pack shape of the same capacity, taken by 16-bit -> 16-bit rows, and the one
+// on 16 lanes also by 16-bit -> f32.
 template <int kPack>
 struct WarpShapeTable;
 template <>
@@ -97,12 +98,13 @@ struct WarpShapeTable<2> {  // f64
 constexpr int warp_narrow_rows_per_thread(std::size_t x_size, std::size_t y_size) {
     return x_size == 2 || (x_size == 4 && y_size == 4) ? 1 : 2;
 }
-// Whether narrow rows of this pair take the shapes of two packs per lane where the table has one: f32 x,
-// and 16-bit x with 16-bit y (16-bit x written as f32 from two packs on 2 lanes ran at 53% of copy against
-// 88-90% on one pack: each store instruction then writes 32 bytes into each of 16 lines; perf-notes runs
-// 75, 119).
-constexpr bool warp_narrow_two_packs(std::size_t x_size, std::size_t y_size) {
-    return x_size == 4 || (x_size == 2 && y_size == 2);
+// Whether a narrow shape of two packs per lane on `lanes` lanes serves this pair, in place of one pack on
+// twice the lanes: f32 x and 16-bit -> 16-bit always; 16-bit x written as f32 on 16 lanes (rows of
+// 129-256: +0.4-0.7 points of copy, perf-notes run 128) but not on 2 (rows of 17-32: -1 to -2.5 points
+// against one pack on 4 lanes; before its stores went through lane pairs that shape ran at 53%, runs 75
+// and 119).
+constexpr bool warp_narrow_two_packs(std::size_t x_size, std::size_t y_size, int lanes) {
+    return x_size == 4 || (x_size == 2 && y_size == 2) || (x_size == 2 && y_size == 4 && lanes == 16);
 }
 
 // Index of the smallest shape whose capacity holds `row_len` (<= kWarpMaxRowLen) for x and y elements of

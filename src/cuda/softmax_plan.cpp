@@ -905,7 +905,8 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
     // +0.5; f32 -> f32 1048576 x 32 +2-4 (91.0 -> 94.3-95.4); but f32 -> bf16 1048576 x 32 -2.5 (89.6 ->
     // 87.0): f32 x written narrower keeps two. (Four rows per thread lost 6-18 points everywhere, run 65.)
     // Two packs per lane, one row per thread, on half the lanes, where the table lists such a shape and the
-    // pair takes it (f32 x: rows of 17-128; 16-bit -> 16-bit: 17-32 and 129-256). One shuffle level and
+    // pair takes it (f32 x: rows of 17-128; 16-bit -> 16-bit: 17-32 and 129-256; 16-bit -> f32: 129-256,
+    // warp_narrow_two_packs). One shuffle level and
     // half the per-row setup fewer per element, at the same registers for f32 (32) and 40 instead of 32 for
     // 16-bit (12 CTAs per SM). H200, quick smx-bench, two samples, % of copy, one pack -> two (at 64-thread
     // CTAs): run 116, f16 / bf16 -> same, rows of 32 +1-4.5 (log 84.2-84.4 -> 87.1-88.3), of 256 (against
@@ -913,15 +914,16 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
     // (softmax 95.9-96.6 -> 90.0-90.6; those shapes are not instantiated); run 117, f32 x: f32 -> bf16
     // rows of 32 / 64 / 128 +3-8.5 (log 85.3 -> 92.9-93.4, 92.0 -> 99.2-99.3, 93.5 -> 102.3-102.5), f32 ->
     // f32 rows of 128 +0.3-1.0 (log 98.7 -> 99.3-99.7; past torch eager's 1048576x128 softmax in the same
-    // process), 32 -0.7 to +1.4, 64 log +0.3-0.6 but softmax -0.4 to -0.5.
+    // process), 32 -0.7 to +1.4, 64 log +0.3-0.6 but softmax -0.4 to -0.5; run 128 (16-bit -> f32, its
+    // stores paired), three samples: rows of 256 on 16 lanes against 32 lanes x 2 rows +0.4-0.7 (95.5-95.9
+    // -> 96.1-96.3), rows of 32 on 2 lanes against 4 -1 to -2.5 (89.2-91.1 -> 88.1-89.3).
     const int narrow_rows = warp_narrow_rows_per_thread(x_size, y_size);
-    const bool two_packs = warp_narrow_two_packs(x_size, y_size);
     const int pack = static_cast<int>(16 / x_size);
     const auto pick = [&](const auto& shapes) {
         int index = 0;
         const auto fits = [&](const WarpShape& s) {
             if (s.capacity() < row_len) return false;
-            if (s.lanes < 32 && s.cols_per_lane > pack) return two_packs;
+            if (s.lanes < 32 && s.cols_per_lane > pack) return warp_narrow_two_packs(x_size, y_size, s.lanes);
             return s.lanes == 32 || s.rows_per_thread == narrow_rows;
         };
         while (index + 1 < static_cast<int>(shapes.size()) && !fits(shapes[index])) ++index;

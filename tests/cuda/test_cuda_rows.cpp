@@ -99,14 +99,16 @@ TEST_CASE("cuda rows: narrow warp rows take one row per thread, two for f32 x wr
           "[cuda]") {
     CudaHandle handle;
     // Row lengths on 1, 2, 4, 8 and 16 lanes (16-bit x: 8 per lane, f32: 4, f64: 2) and one on 32 lanes, with
-    // row counts that leave the last CTA and warp partly empty. f32 x rows of 17..128 and 16-bit -> 16-bit
-    // rows of 17..32 and 129..256 take two packs per lane instead (one row per thread on half the lanes).
-    const std::int64_t row_lengths[] = {5, 8, 9, 16, 30, 64, 100, 256};
+    // row counts that leave the last CTA and warp partly empty. f32 x rows of 17..128, 16-bit -> 16-bit
+    // rows of 17..32 and 129..256 and 16-bit -> f32 rows of 129..256 take two packs per lane instead (one
+    // row per thread on half the lanes).
+    const std::int64_t row_lengths[] = {5, 8, 9, 16, 30, 64, 100, 200, 256};
     const smxDataType_t float_types[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32};
     const auto two_packs = [](smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
         if (x_dtype == SMX_DTYPE_F32) return row_len > 16 && row_len <= 128;
-        const bool sixteen_bit = dtype_size(x_dtype) == 2 && dtype_size(y_dtype) == 2;
-        return sixteen_bit && ((row_len > 16 && row_len <= 32) || (row_len > 128 && row_len <= 256));
+        if (dtype_size(x_dtype) != 2) return false;
+        const bool sixteen_bit_y = dtype_size(y_dtype) == 2;
+        return (sixteen_bit_y && row_len > 16 && row_len <= 32) || (row_len > 128 && row_len <= 256);
     };
     const auto expected_rows_per_thread = [&](smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
         const int per_lane = x_dtype == SMX_DTYPE_F64 ? 2 : x_dtype == SMX_DTYPE_F32 ? 4 : 8;
