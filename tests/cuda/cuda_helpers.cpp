@@ -141,18 +141,18 @@ std::string kernel_kind(const std::string& plan) {
     return plan.substr(prefix.size(), end == std::string::npos ? std::string::npos : end - prefix.size());
 }
 
-ScopedLongRowsOverride::ScopedLongRowsOverride(const char* value) {
-    const char* previous = std::getenv("SMX_CUDA_LONG_ROWS");
+ScopedEnvironment::ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    const char* previous = std::getenv(name);
     had_value_ = previous != nullptr;
     if (had_value_) previous_ = previous;
-    setenv("SMX_CUDA_LONG_ROWS", value, 1);
+    setenv(name, value, 1);
 }
 
-ScopedLongRowsOverride::~ScopedLongRowsOverride() {
+ScopedEnvironment::~ScopedEnvironment() {
     if (had_value_) {
-        setenv("SMX_CUDA_LONG_ROWS", previous_.c_str(), 1);
+        setenv(name_.c_str(), previous_.c_str(), 1);
     } else {
-        unsetenv("SMX_CUDA_LONG_ROWS");
+        unsetenv(name_.c_str());
     }
 }
 

@@ -130,19 +130,27 @@ std::string check_random_rows(smxHandle_t handle, smxDataType_t x_dtype, smxData
 // text does not start with "cuda ".
 std::string kernel_kind(const std::string& plan);
 
-// Sets SMX_CUDA_LONG_ROWS (cluster|grid|split: the plan's long-rows rule overridden) for the guard's
-// lifetime and restores the previous value after; plans read it when their descriptor is created. For
-// tests of one plan on shapes the rule would give to another.
-class ScopedLongRowsOverride {
+// Sets the environment variable `name` to `value` for the guard's lifetime and restores its previous value
+// (or its absence) after. Plans read their knobs when a descriptor is created, so a test can run a plan
+// the rule would not choose for its shape.
+class ScopedEnvironment {
 public:
-    explicit ScopedLongRowsOverride(const char* value);
-    ~ScopedLongRowsOverride();
-    ScopedLongRowsOverride(const ScopedLongRowsOverride&) = delete;
-    ScopedLongRowsOverride& operator=(const ScopedLongRowsOverride&) = delete;
+    ScopedEnvironment(const char* name, const char* value);
+    ~ScopedEnvironment();
+    ScopedEnvironment(const ScopedEnvironment&) = delete;
+    ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
 
 private:
+    std::string name_;
     bool had_value_ = false;
     std::string previous_;
+};
+
+// SMX_CUDA_LONG_ROWS (cluster|grid|split|steps: the plan's long-rows rule overridden) for the guard's
+// lifetime.
+class ScopedLongRowsOverride : public ScopedEnvironment {
+public:
+    explicit ScopedLongRowsOverride(const char* value) : ScopedEnvironment("SMX_CUDA_LONG_ROWS", value) {}
 };
 
 // The plan text the handle makes for softmax over the last axis of a contiguous (rows, row_len) x -> y.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include "cuda_helpers.hpp"
@@ -171,16 +172,25 @@ TEST_CASE("cuda rows: warp shapes on 32 lanes or of two packs per lane launch 64
 TEST_CASE("cuda rows: 16-bit x written as f32 by lane pairs: whole pairs, a pair cut by the row's end, unaligned y",
           "[cuda][sanitize]") {
     // The warp kernel stores a 16-bit x pack's 32 bytes of f32 y with its partner lane (store_pack_paired).
-    // Row lengths where every pair is whole (32, 128), where the row ends inside a pair's second pack (28,
-    // 76) or inside or at the end of its first (20, 1000); a partial last warp; then y or x off their 16-byte
-    // alignment or with an odd row stride (y: each lane stores its own elements).
+    // Row lengths where every pair is whole (32, 128, and 200 on two packs a lane), where the row ends inside
+    // a pair's second pack (28, 76) or inside or at the end of its first (20, 1000); a partial last warp; then
+    // y or x off their 16-byte alignment or with an odd row stride (y: each lane stores its own elements).
+    // The contiguous rows run in both index widths: SMX_CUDA_WARP_OFFSETS=64 takes the 64-bit body, which
+    // shapes of up to 16 values a thread otherwise reach only past 2^31 elements.
     CudaHandle handle;
-    for (smxDataType_t x_dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
-        for (std::int64_t row_len : {20, 28, 32, 76, 128, 1000}) {
-            for (bool log_mode : {false, true}) {
-                const std::string plan = check_random_rows(handle.get(), x_dtype, SMX_DTYPE_F32, 517, row_len, log_mode);
-                INFO("plan: " << plan);
-                CHECK(kernel_kind(plan) == "warp");
+    for (bool force_64_bits : {false, true}) {
+        std::unique_ptr<ScopedEnvironment> index_width;
+        if (force_64_bits) index_width = std::make_unique<ScopedEnvironment>("SMX_CUDA_WARP_OFFSETS", "64");
+        for (smxDataType_t x_dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+            for (std::int64_t row_len : {20, 28, 32, 76, 128, 200, 1000}) {
+                for (bool log_mode : {false, true}) {
+                    const std::string plan =
+                        check_random_rows(handle.get(), x_dtype, SMX_DTYPE_F32, 517, row_len, log_mode);
+                    INFO("plan: " << plan);
+                    REQUIRE(kernel_kind(plan) == "warp");
+                    const bool wide_shape = plan_value(plan, "cols_per_lane") > 16;  // the 64-bit body only
+                    CHECK(plan_value(plan, "offsets") == (force_64_bits || wide_shape ? 64 : 32));
+                }
             }
         }
     }
