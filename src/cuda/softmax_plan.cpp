@@ -906,9 +906,8 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
     // 87.0): f32 x written narrower keeps two. (Four rows per thread lost 6-18 points everywhere, run 65.)
     // Two packs per lane, one row per thread, on half the lanes, where the table lists such a shape and the
     // pair takes it (f32 x: rows of 17-128; 16-bit -> 16-bit: 17-32 and 129-256; 16-bit -> f32: 129-256,
-    // warp_narrow_two_packs). One shuffle level and
-    // half the per-row setup fewer per element, at the same registers for f32 (32) and 40 instead of 32 for
-    // 16-bit (12 CTAs per SM). H200, quick smx-bench, two samples, % of copy, one pack -> two (at 64-thread
+    // warp_narrow_two_packs). One shuffle level and half the per-row setup fewer per element, at the same
+    // registers for f32 (32) and 40 instead of 32 for 16-bit (12 CTAs per SM). H200, quick smx-bench, two samples, % of copy, one pack -> two (at 64-thread
     // CTAs): run 116, f16 / bf16 -> same, rows of 32 +1-4.5 (log 84.2-84.4 -> 87.1-88.3), of 256 (against
     // 32 lanes x 2 rows) +2.5-6 (log 87.5-88.4 -> 93.5-93.8), but rows of 64 -4.5 to -6 and of 128 -1 to -6
     // (softmax 95.9-96.6 -> 90.0-90.6; those shapes are not instantiated); run 117, f32 x: f32 -> bf16
