@@ -51,6 +51,9 @@ struct WarpShape {
     int cols_per_lane;
     int rows_per_thread;
     constexpr int capacity() const { return lanes * cols_per_lane; }
+    // Narrow (fewer than 32 lanes) and holding two packs of `pack` x elements per lane: the shapes that
+    // warp_narrow_two_packs admits per dtype pair.
+    constexpr bool narrow_two_packs(int pack) const { return lanes < 32 && cols_per_lane > pack; }
 };
 
 // 4 warps: small CTAs, many of them overlapping on each SM. The launch bound of every warp instance; the plan

@@ -287,7 +287,7 @@ smxStatus_t plan_warp(const SoftmaxInfo& info, CudaSoftmaxPlan* plan) {
     SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "warp"));
     const int wanted_threads = thread_count_override("SMX_CUDA_WARP_THREADS");
     const int pack = static_cast<int>(16 / dtype_size(info.x_dtype));
-    const bool small_ctas = shape.lanes == 32 || shape.cols_per_lane > pack;
+    const bool small_ctas = shape.lanes == 32 || shape.narrow_two_packs(pack);
     const int threads = wanted_threads > 0 ? wanted_threads : small_ctas ? kWarpSmallCtaThreads : cuda::kWarpKernelThreads;
     const std::int64_t rows_per_block =
         static_cast<std::int64_t>(threads / 32) * (32 / shape.lanes) * shape.rows_per_thread;
@@ -907,10 +907,11 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
     // Two packs per lane, one row per thread, on half the lanes, where the table lists such a shape and the
     // pair takes it (f32 x: rows of 17-128; 16-bit -> 16-bit: 17-32 and 129-256; 16-bit -> f32: 129-256,
     // warp_narrow_two_packs). One shuffle level and half the per-row setup fewer per element, at the same
-    // registers for f32 (32) and 40 instead of 32 for 16-bit (12 CTAs per SM). H200, quick smx-bench, two samples, % of copy, one pack -> two (at 64-thread
-    // CTAs): run 116, f16 / bf16 -> same, rows of 32 +1-4.5 (log 84.2-84.4 -> 87.1-88.3), of 256 (against
-    // 32 lanes x 2 rows) +2.5-6 (log 87.5-88.4 -> 93.5-93.8), but rows of 64 -4.5 to -6 and of 128 -1 to -6
-    // (softmax 95.9-96.6 -> 90.0-90.6; those shapes are not instantiated); run 117, f32 x: f32 -> bf16
+    // registers for f32 (32) and 40 instead of 32 for 16-bit (12 CTAs per SM). H200, quick smx-bench, two
+    // samples, % of copy, one pack -> two (at 64-thread CTAs): run 116, f16 / bf16 -> same, rows of 32
+    // +1-4.5 (log 84.2-84.4 -> 87.1-88.3), of 256 (against 32 lanes x 2 rows) +2.5-6 (log 87.5-88.4 ->
+    // 93.5-93.8), but rows of 64 -4.5 to -6 and of 128 -1 to -6 (softmax 95.9-96.6 -> 90.0-90.6; those
+    // shapes are not instantiated); run 117, f32 x: f32 -> bf16
     // rows of 32 / 64 / 128 +3-8.5 (log 85.3 -> 92.9-93.4, 92.0 -> 99.2-99.3, 93.5 -> 102.3-102.5), f32 ->
     // f32 rows of 128 +0.3-1.0 (log 98.7 -> 99.3-99.7; past torch eager's 1048576x128 softmax in the same
     // process), 32 -0.7 to +1.4, 64 log +0.3-0.6 but softmax -0.4 to -0.5; run 128 (16-bit -> f32, its
@@ -922,7 +923,7 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
         int index = 0;
         const auto fits = [&](const WarpShape& s) {
             if (s.capacity() < row_len) return false;
-            if (s.lanes < 32 && s.cols_per_lane > pack) return warp_narrow_two_packs(x_size, y_size, s.lanes);
+            if (s.narrow_two_packs(pack)) return warp_narrow_two_packs(x_size, y_size, s.lanes);
             return s.lanes == 32 || s.rows_per_thread == narrow_rows;
         };
         while (index + 1 < static_cast<int>(shapes.size()) && !fits(shapes[index])) ++index;

@@ -253,10 +253,10 @@ template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 const void* warp_kernel_pointer() {
     constexpr int kMinCtas = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
     constexpr bool kNarrow = kLanes < 32;
-    constexpr bool kTwoPacks = kCols > kPackOf<X>;
+    constexpr bool kTwoPacks = WarpShape{kLanes, kCols, kRowsPerThread}.narrow_two_packs(kPackOf<X>);
     if constexpr (kNarrow && !kTwoPacks && kRowsPerThread != warp_narrow_rows_per_thread(sizeof(X), sizeof(Y))) {
         return nullptr;  // a narrow shape this pair does not take (f32 x lists both row counts)
-    } else if constexpr (kNarrow && kTwoPacks && !warp_narrow_two_packs(sizeof(X), sizeof(Y), kLanes)) {
+    } else if constexpr (kTwoPacks && !warp_narrow_two_packs(sizeof(X), sizeof(Y), kLanes)) {
         return nullptr;  // nor a narrow shape of two packs per lane
     } else if constexpr (kMinCtas > 0) {
         return reinterpret_cast<const void*>(&warp_softmax_bounded<X, Y, kLanes, kCols, kRowsPerThread, kMinCtas>);
