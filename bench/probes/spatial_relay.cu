@@ -105,6 +105,20 @@ __device__ __forceinline__ float2 merge(float2 a, float2 b) {  // (max, sum rela
     return make_float2(m, a.y * ex2((a.x - m) * kLog2e) + b.y * ex2((b.x - m) * kLog2e));
 }
 
+// Calls visit(k, values) with the widened values of each of a thread's kV held rows that lie inside the axis.
+template <class X, int kV, class Visit>
+__device__ __forceinline__ void for_each_held_row(const uint4 (&held)[kV], long long first_row, int row_step, long long axis,
+                                                  Visit&& visit) {
+#pragma unroll
+    for (int k = 0; k < kV; ++k) {
+        if (first_row + k * row_step < axis) {
+            float values[Vec<X>::P];
+            Vec<X>::widen(held[k], values);
+            visit(k, values);
+        }
+    }
+}
+
 template <class X, int kThreads, int kV, int kMinCtas, bool kLog>
 __global__ void __launch_bounds__(kThreads, kMinCtas) relay_softmax(const Args a) {
     constexpr int P = Vec<X>::P;
@@ -152,27 +166,17 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) relay_softmax(const Args a
             float m[P], sum[P];
 #pragma unroll
             for (int e = 0; e < P; ++e) m[e] = -INFINITY, sum[e] = 0.f;
+            for_each_held_row<X, kV>(cur, first_row, row_step, a.axis, [&](int, const float (&v)[P]) {
 #pragma unroll
-            for (int k = 0; k < kV; ++k) {
-                if (first_row + k * row_step < a.axis) {
-                    float v[P];
-                    Vec<X>::widen(cur[k], v);
+                for (int e = 0; e < P; ++e) m[e] = fmaxf(m[e], v[e]);
+            });
+            for_each_held_row<X, kV>(cur, first_row, row_step, a.axis, [&](int, const float (&v)[P]) {
 #pragma unroll
-                    for (int e = 0; e < P; ++e) m[e] = fmaxf(m[e], v[e]);
+                for (int e = 0; e < P; ++e) {
+                    const float sh = m[e] == -INFINITY ? 0.f : m[e];
+                    sum[e] += ex2((v[e] - sh) * kLog2e);
                 }
-            }
-#pragma unroll
-            for (int k = 0; k < kV; ++k) {
-                if (first_row + k * row_step < a.axis) {
-                    float v[P];
-                    Vec<X>::widen(cur[k], v);
-#pragma unroll
-                    for (int e = 0; e < P; ++e) {
-                        const float sh = m[e] == -INFINITY ? 0.f : m[e];
-                        sum[e] += ex2((v[e] - sh) * kLog2e);
-                    }
-                }
-            }
+            });
 #pragma unroll
             for (int e = 0; e < P; ++e) {
                 float2 st = make_float2(m[e], sum[e]);
@@ -247,18 +251,14 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) relay_softmax(const Args a
                 factor[e] = kLog ? logf(f.y) : 1.f / f.y;
             }
             X* target = y + prev_offset;
+            for_each_held_row<X, kV>(prev, first_row, row_step, a.axis, [&](int k, const float (&v)[P]) {
+                float out[P];
 #pragma unroll
-            for (int k = 0; k < kV; ++k) {
-                if (first_row + k * row_step < a.axis) {
-                    float v[P];
-                    Vec<X>::widen(prev[k], v);
-#pragma unroll
-                    for (int e = 0; e < P; ++e) {
-                        v[e] = kLog ? (v[e] - shift[e]) - factor[e] : ex2((v[e] - shift[e]) * kLog2e) * factor[e];
-                    }
-                    *reinterpret_cast<uint4*>(target + k * row_step * a.axis_stride) = Vec<X>::narrow(v);
+                for (int e = 0; e < P; ++e) {
+                    out[e] = kLog ? (v[e] - shift[e]) - factor[e] : ex2((v[e] - shift[e]) * kLog2e) * factor[e];
                 }
-            }
+                *reinterpret_cast<uint4*>(target + k * row_step * a.axis_stride) = Vec<X>::narrow(out);
+            });
         }
 #pragma unroll
         for (int k = 0; k < kV; ++k) prev[k] = cur[k];
