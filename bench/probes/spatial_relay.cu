@@ -22,7 +22,6 @@
 // same pipeline without its global round trips.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/spatial_relay.cu -o /tmp/relay && /tmp/relay
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -47,7 +46,6 @@ struct Args {
     float2* partials;  // [bands][S][W]
     float2* finals;    // [bands][W]
     unsigned* arrive;  // [bands] x 3: arrivals, ready, done
-    int log_mode;
     int relay;  // 0: the control without the relay (each CTA writes with its own segment's statistics)
 };
 
@@ -327,7 +325,6 @@ void run_config(const Layout& l, int row_bytes, cudaStream_t stream, X** xs, X**
     a.segments = static_cast<int>((l.axis + a.rows_per_item - 1) / a.rows_per_item);
     a.bands_per_outer = l.inner / W;
     a.bands = l.outer * a.bands_per_outer;
-    a.log_mode = log_mode;
     a.relay = relay;
     const void* kernel = log_mode ? reinterpret_cast<const void*>(relay_softmax<X, kThreads, kV, kMinCtas, true>)
                                   : reinterpret_cast<const void*>(relay_softmax<X, kThreads, kV, kMinCtas, false>);
