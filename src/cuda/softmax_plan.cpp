@@ -351,6 +351,17 @@ int regs_min_threads(int values, int override_threads) {
     return values <= 32 ? kRegsMinThreadsWidened : kRegsMinThreads;
 }
 
+// Instances of 8 and 16 values do not run in clusters where the pair has a 32-value instance (all but f64
+// x): there they won on utilization alone (rows of 16385-16400: 16 values x 544 threads, 94% of the slots
+// full, against 32 x 288, 89%) and ran far slower. H200, perf-notes runs 140-142 (quick smx-bench, two
+// samples, % of copy, 8192 x 16400 and 8192 x 16385, before -> after): f32 77 -> 97.4-98.0, f32 -> bf16
+// 70-72 -> 93.6-94.5, 16-bit -> 16-bit 53-55 -> 93.1-96.1 (one CTA of 288, packed), 16-bit -> f32 64-65 ->
+// 75.6-77.9 (32 values, clusters of 2). Perf-notes run 39 had found 16-value clusters slower on the
+// clustered grid rows too.
+bool regs_instance_clusters(const SoftmaxInfo& info, int values) {
+    return values >= 32 || cuda::block_regs_softmax_kernel(info.x_dtype, info.y_dtype, 32) == nullptr;
+}
+
 // The smallest cluster (1..16 CTAs, any integer) with a configuration that keeps several CTAs per SM and
 // wastes at most 10% of its register slots; the best configuration seen when none does. Clusters
 // are checked for placement with cudaOccupancyMaxActiveClusters (16 needs the non-portable opt-in).
@@ -370,6 +381,7 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
         if ((cluster - 1) * slice_len >= info.row_len) continue;     // the last CTA would have nothing
         RegsChoice best;
         for (int values : cuda::kBlockRegsValueCounts) {
+            if (cluster > 1 && !regs_instance_clusters(info, values)) continue;
             const void* kernel = cuda::block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
             if (kernel == nullptr) continue;
             // The instance's own limit (its __launch_bounds__): the occupancy query does not refuse a block

@@ -240,6 +240,24 @@ TEST_CASE("cuda rows: block-regs instances of up to 32 values take CTAs from 64 
     }
 }
 
+TEST_CASE("cuda rows: 8- and 16-value instances never run in clusters where a 32-value one exists", "[cuda]") {
+    CudaHandle handle;
+    // Enough rows that no few-long-rows plan takes them. Rows of 16400 once took 16 values x 544 threads in
+    // clusters of 2 for every pair (54-77% of copy); f64 has no 32-value instance and may still cluster 16.
+    const std::int64_t rows = 2 * multiprocessor_count() + 1;
+    const smxDataType_t pairs[][2] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
+                                      {SMX_DTYPE_F32, SMX_DTYPE_BF16},
+                                      {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                                      {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                                      {SMX_DTYPE_F64, SMX_DTYPE_F64}};
+    for (const auto& pair : pairs) {
+        const std::string plan = check_random_rows(handle.get(), pair[0], pair[1], rows, 16400, true);
+        INFO("plan: " << plan);
+        REQUIRE(kernel_kind(plan) == "block-regs");
+        if (pair[0] != SMX_DTYPE_F64) CHECK((plan_value(plan, "cluster") == 1 || plan_value(plan, "values") >= 32));
+    }
+}
+
 TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", "[cuda][sanitize]") {
     CudaHandle handle;
     struct Case {
