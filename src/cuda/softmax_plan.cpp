@@ -86,6 +86,20 @@ constexpr std::int64_t kSplitChunkGranule = 64;
 // smallest cluster with a good configuration wins (each cluster CTA adds a DSMEM exchange and barrier).
 constexpr int kRegsMinCtasPerSm = 2;
 constexpr double kRegsGoodUtilization = 0.9;
+// 16-bit x written as 16-bit, held packed (64 values a thread), loses where the rule above gives it CTAs that
+// fit only 2 per SM (more than 320 threads): the smallest cluster whose packed CTAs fit 4 or more per SM with
+// at least 95% of their register slots holding elements runs faster, though its cluster is larger. H200,
+// perf-notes runs 137-142 (quick smx-bench, two samples, % of copy, bf16 softmax / log, 2 CTAs per SM -> the
+// smaller CTAs): 8192 x 50257 clusters of 2 x 416 -> 5 x 160 threads 87.7 / 90.0 -> 92.7-93.1 / 95.1-95.4;
+// 4096 x 128256 4 x 512 -> 8 x 256: 91.2 / 93.4 -> 95.7-95.9 / 96.8-97.1; 8192 x 32000 one CTA of 512 -> 2 x
+// 256: 97.1 / 96.7 -> 97.2 / 97.5; 2048 x 100000 4 x 416 -> 7 x 224: 81-81.5 / 83 -> 87.1-87.7 / 90.3-90.9;
+// f16 the same within a point or two. Where the packed CTAs fit 3 per SM the rule stays (4096 x 40000, 2 x
+// 320: 94.5 / 95.6; clusters of 4 x 160: 92.0 / 93.9). Fuller slots mattered more than CTAs per SM: 8192 x
+// 50257 at clusters of 6 x 160 (82% full, 6 per SM) 87.8%, of 8 x 128 (77%, 8 per SM) 87.9%. 16-bit x written
+// as f32 (the same instance) moved -0.4 to +1.3 with 4 per SM and keeps the rule above.
+constexpr int kRegsPackedValues = 64;
+constexpr int kRegsPackedMinCtasPerSm = 4;
+constexpr double kRegsPackedGoodUtilization = 0.95;
 constexpr int kRegsMinThreads = 128;
 // Slices shorter than this are not worth a cluster: one CTA holds them with few threads.
 constexpr std::int64_t kRegsMinClusterSlice = 1024;
@@ -323,11 +337,12 @@ struct RegsChoice {
 // for 16-bit outputs (`packed_first`). H200, perf-notes run 38, same rows forced to 64 values against the
 // rule's 32: f16/bf16 -> same 4096x16384 84 -> 90% of copy, 8192x8192 88-89 -> 90-91% (half the threads
 // per row, twice the CTAs per SM); bf16 -> f32 16384 91 -> 89%, 8192 92.5 -> 90% (that instance spills).
-bool better_regs_choice(const RegsChoice& a, const RegsChoice& b, bool packed_first) {
+// `min_ctas_per_sm` is what "several" means for the search at hand (RegsSearch).
+bool better_regs_choice(const RegsChoice& a, const RegsChoice& b, bool packed_first, int min_ctas_per_sm) {
     if (!b.fits) return a.fits;
     if (!a.fits) return false;
-    const bool a_overlaps = a.ctas_per_sm >= kRegsMinCtasPerSm;
-    const bool b_overlaps = b.ctas_per_sm >= kRegsMinCtasPerSm;
+    const bool a_overlaps = a.ctas_per_sm >= min_ctas_per_sm;
+    const bool b_overlaps = b.ctas_per_sm >= min_ctas_per_sm;
     if (a_overlaps != b_overlaps) return a_overlaps;
     const int a_percent = static_cast<int>(a.utilization * 100.0);
     const int b_percent = static_cast<int>(b.utilization * 100.0);
@@ -351,6 +366,18 @@ int regs_min_threads(int values, int override_threads) {
     return values <= 32 ? kRegsMinThreadsWidened : kRegsMinThreads;
 }
 
+// What a block-regs search accepts: at least min_ctas_per_sm CTAs per SM and at least good_utilization of
+// the register slots holding elements; only_values (0: any) limits it to one instance.
+struct RegsSearch {
+    int min_ctas_per_sm = kRegsMinCtasPerSm;
+    double good_utilization = kRegsGoodUtilization;
+    int only_values = 0;
+};
+
+bool is_good_regs_choice(const RegsChoice& choice, const RegsSearch& search) {
+    return choice.fits && choice.ctas_per_sm >= search.min_ctas_per_sm && choice.utilization >= search.good_utilization;
+}
+
 // Instances of 8 and 16 values do not run in clusters where the pair has a 32-value instance (all but f64
 // x): there they won on utilization alone (rows of 16385-16400: 16 values x 544 threads, 94% of the slots
 // full, against 32 x 288, 89%) and ran far slower. H200, perf-notes runs 140-142 (quick smx-bench, two
@@ -362,10 +389,11 @@ bool regs_instance_clusters(const SoftmaxInfo& info, int values) {
     return values >= 32 || cuda::block_regs_softmax_kernel(info.x_dtype, info.y_dtype, 32) == nullptr;
 }
 
-// The smallest cluster (1..16 CTAs, any integer) with a configuration that keeps several CTAs per SM and
-// wastes at most 10% of its register slots; the best configuration seen when none does. Clusters
-// are checked for placement with cudaOccupancyMaxActiveClusters (16 needs the non-portable opt-in).
-smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
+// The smallest cluster (1..16 CTAs, any integer) with a configuration the search accepts; the best
+// configuration seen when none does. Clusters are checked for placement with
+// cudaOccupancyMaxActiveClusters (16 needs the non-portable opt-in).
+smxStatus_t search_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, const RegsSearch& search,
+                               RegsChoice* choice) {
     *choice = {};
     const int min_threads_override = thread_count_override("SMX_CUDA_REGS_MIN_THREADS");
     const bool clusters = limits.cluster_launch && limits.compute_capability_major >= 9;
@@ -381,6 +409,7 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
         if ((cluster - 1) * slice_len >= info.row_len) continue;     // the last CTA would have nothing
         RegsChoice best;
         for (int values : cuda::kBlockRegsValueCounts) {
+            if (search.only_values != 0 && values != search.only_values) continue;
             if (cluster > 1 && !regs_instance_clusters(info, values)) continue;
             const void* kernel = cuda::block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
             if (kernel == nullptr) continue;
@@ -409,15 +438,30 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
                                        slice_len,
                                        ctas_per_sm,
                                        static_cast<double>(info.row_len) / static_cast<double>(cluster * threads * values)};
-            if (better_regs_choice(candidate, best, packed_first)) best = candidate;
+            if (better_regs_choice(candidate, best, packed_first, search.min_ctas_per_sm)) best = candidate;
         }
-        if (best.fits && best.ctas_per_sm >= kRegsMinCtasPerSm && best.utilization >= kRegsGoodUtilization) {
+        if (is_good_regs_choice(best, search)) {
             *choice = best;
             return SMX_STATUS_SUCCESS;
         }
-        if (better_regs_choice(best, fallback, packed_first)) fallback = best;
+        if (better_regs_choice(best, fallback, packed_first, search.min_ctas_per_sm)) fallback = best;
     }
     *choice = fallback;
+    return SMX_STATUS_SUCCESS;
+}
+
+// Block-regs' configuration for a row: the default search; then, for 16-bit x written as 16-bit given
+// packed CTAs that fit only 2 per SM, the packed search (kRegsPackedMinCtasPerSm) where it finds one.
+smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
+    SMX_RETURN_IF_ERROR(search_regs_config(info, limits, RegsSearch{}, choice));
+    const bool packed_pair = dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 2;
+    if (!packed_pair || !choice->fits || choice->values != kRegsPackedValues || choice->ctas_per_sm > kRegsMinCtasPerSm) {
+        return SMX_STATUS_SUCCESS;
+    }
+    const RegsSearch packed{kRegsPackedMinCtasPerSm, kRegsPackedGoodUtilization, kRegsPackedValues};
+    RegsChoice smaller_ctas;
+    SMX_RETURN_IF_ERROR(search_regs_config(info, limits, packed, &smaller_ctas));
+    if (is_good_regs_choice(smaller_ctas, packed)) *choice = smaller_ctas;
     return SMX_STATUS_SUCCESS;
 }
 

@@ -258,6 +258,36 @@ TEST_CASE("cuda rows: 8- and 16-value instances never run in clusters where a 32
     }
 }
 
+TEST_CASE("cuda rows: packed 16-bit -> 16-bit rows leave clusters of CTAs that fit 2 per SM for 4 or more",
+          "[cuda]") {
+    CudaHandle handle;
+    // Enough rows that no few-long-rows plan takes them.
+    const std::int64_t rows = 2 * multiprocessor_count() + 1;
+    struct Case {
+        smxDataType_t x_dtype, y_dtype;
+        std::int64_t row_len;
+        bool log_mode;
+    };
+    // 16 -> 16 rows whose packed CTAs would fit 2 per SM take smaller CTAs in a larger cluster (runs 137-142).
+    const Case packed[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 50257, false},
+                           {SMX_DTYPE_F16, SMX_DTYPE_F16, 128256, true},
+                           {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32000, true}};
+    for (const Case& c : packed) {
+        const std::string plan = check_random_rows(handle.get(), c.x_dtype, c.y_dtype, rows, c.row_len, c.log_mode);
+        INFO("plan: " << plan);
+        REQUIRE(kernel_kind(plan) == "block-regs");
+        CHECK(plan_value(plan, "values") == 64);
+        CHECK(plan_value(plan, "ctas_per_sm") >= 4);
+        CHECK(plan_value(plan, "cluster") > 1);
+    }
+    // 16-bit x written as f32 (the same instance) keeps them.
+    const std::string plan = check_random_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, rows, 50257, false);
+    INFO("plan: " << plan);
+    REQUIRE(kernel_kind(plan) == "block-regs");
+    CHECK(plan_value(plan, "values") == 64);
+    CHECK(plan_value(plan, "ctas_per_sm") == 2);
+}
+
 TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", "[cuda][sanitize]") {
     CudaHandle handle;
     struct Case {
