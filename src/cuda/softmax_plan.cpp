@@ -66,9 +66,16 @@ constexpr std::int64_t kGridRegsFullLen = 65536;
 // 16.2/16.5; just under 2^19 elements a tie (4 x 128256 8.4/8.2 vs 8.1/8.3), below it grid-regs wins or
 // ties (1 x 128256 7.1/7.4 vs 7.3/7.3, 2 x 128256 7.3/7.6 vs 7.8/7.9, 1 x 256000 8.0/8.0 vs 8.2/8.3,
 // 2 x 256000 8.8/8.4 vs 8.5/8.6).
-// Not for 16-bit x (their cluster plans hold 64 packed values, and lost every case: bf16 8 x 128256 8.3
-// vs 9.5, 16 x 256000 13.3 vs 13.5) nor for clusters of 1024-thread CTAs (1 CTA per SM: f32 rows of
-// 524288 lost at every count, 8 rows 17.4 vs 22.4).
+// 16-bit x written as 16-bit joins them where its cluster plan is the packed instance at 4 or more CTAs per SM
+// (kRegsPackedMinCtasPerSm; at 2 per SM it lost every case: bf16 8 x 128256 8.3 vs 9.5, 16 x 256000 13.3 vs
+// 13.5): H200, run 144, quick smx-bench, bf16 softmax, us per call / graph replay, grid-regs vs clusters of 8
+// or 16 x 256 threads: 8 x 128256 8.4/5.9 vs 7.9-8.1/5.4, 32 x 128256 13.2/10.9 vs 11.6/8.8, 64 x 128256
+// 18.1/15.7 vs 15.2-15.7/13.1, 16 x 256000 13.2-13.3/10.8 vs 11.5/9.1, 32 x 256000 17.8/15.4 vs 15.8/13.5; run
+// 145 (bf16 and f16, rule against both forced): from 2^19 elements (5 x 128256, 12 x 50257, 16 x 32768, 8 x
+// 65536) the clusters equal or beat grid-regs (graph replay 4.9-5.2 vs 5.3-5.5 us); below it they tie or win
+// by up to 0.5 us, and the threshold stays f32's. 16-bit x written as f32 keeps grid-regs (its clusters stay
+// at 2 per SM: 64 x 128256 21.6-22.1 vs 22.6-22.9 us). Not for clusters of 1024-thread CTAs either (1 CTA per
+// SM: f32 rows of 524288 lost at every count, 8 rows 17.4 vs 22.4).
 constexpr std::int64_t kClusterOverGridMinElements = std::int64_t{1} << 19;
 // Split-row chunks: about row_len / 256 elements (so one row alone spreads over ~256 CTAs, two waves of
 // 132 SMs), at least 8192 (a CTA's fixed cost stays small: the rows that reach split-row are too many or
@@ -653,8 +660,10 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
         if (wide.fits) grid_regs = wide;
     }
     const bool grid_fills_lightly = 2 * info.rows * grid_regs.chunks <= grid_regs.resident;
-    const bool cluster_outruns_grid = info.x_dtype == SMX_DTYPE_F32 && regs.fits && regs.values >= 32 &&
-                                      regs.ctas_per_sm >= kRegsMinCtasPerSm &&
+    const bool push_cluster = info.x_dtype == SMX_DTYPE_F32 && regs.values >= 32 && regs.ctas_per_sm >= kRegsMinCtasPerSm;
+    const bool packed_cluster = dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 2 &&
+                                regs.values == kRegsPackedValues && regs.ctas_per_sm >= kRegsPackedMinCtasPerSm;
+    const bool cluster_outruns_grid = regs.fits && (push_cluster || packed_cluster) &&
                                       info.rows * info.row_len >= kClusterOverGridMinElements;
     bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen && !cluster_outruns_grid &&
                     (info.row_len >= kGridRegsFullLen || grid_fills_lightly);

@@ -68,17 +68,22 @@ std::int64_t grid_regs_capacity_rows(smxHandle_t handle, smxDataType_t x_dtype, 
     return std::max(limit, grid_regs_resident_rows(wide));
 }
 
-// The most rows of `row_len` the rule gives grid-regs: its capacity, and for f32 x whose cluster per row
-// is a 32-value instance at 2 CTAs per SM, fewer than 2^19 elements in all (from there the cluster wins).
+// The most rows of `row_len` the rule gives grid-regs: its capacity, and fewer than 2^19 elements in all
+// (from there the cluster wins) for f32 x whose cluster per row is a 32-value instance at 2 CTAs per SM,
+// and for 16-bit x written as 16-bit whose cluster per row is the packed instance at 4 or more.
 std::int64_t grid_regs_max_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t row_len) {
     const std::int64_t capacity = grid_regs_capacity_rows(handle, x_dtype, y_dtype, row_len);
-    if (x_dtype != SMX_DTYPE_F32 || capacity == 0) return capacity;
+    const bool narrow_pair = dtype_size(x_dtype) == 2 && dtype_size(y_dtype) == 2;
+    if ((x_dtype != SMX_DTYPE_F32 && !narrow_pair) || capacity == 0) return capacity;
     const ScopedLongRowsOverride cluster("cluster");
     const std::string plan = plan_for_rows(handle, x_dtype, y_dtype, 1, row_len);
-    const bool push_cluster = kernel_kind(plan) == "block-regs" && plan_value(plan, "values") >= 32 &&
+    const bool block_regs = kernel_kind(plan) == "block-regs";
+    const bool push_cluster = block_regs && x_dtype == SMX_DTYPE_F32 && plan_value(plan, "values") >= 32 &&
                               plan_value(plan, "ctas_per_sm") >= 2;
+    const bool packed_cluster = block_regs && narrow_pair && plan_value(plan, "values") == 64 &&
+                                plan_value(plan, "ctas_per_sm") >= 4;
     INFO("cluster per row: " << plan);
-    if (!push_cluster) return capacity;
+    if (!push_cluster && !packed_cluster) return capacity;
     const std::int64_t below_threshold = ((std::int64_t{1} << 19) - 1) / row_len;
     return std::min(capacity, below_threshold);
 }
