@@ -385,6 +385,10 @@ bool is_good_regs_choice(const RegsChoice& choice, const RegsSearch& search) {
     return choice.fits && choice.ctas_per_sm >= search.min_ctas_per_sm && choice.utilization >= search.good_utilization;
 }
 
+// 16-bit x written as 16-bit: the pairs whose 64-value block-regs instance holds x packed and ranks first,
+// and that the packed searches below are for.
+bool packed_pair(const SoftmaxInfo& info) { return dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 2; }
+
 // Instances of 8 and 16 values do not run in clusters where the pair has a 32-value instance (all but f64
 // x): there they won on utilization alone (rows of 16385-16400: 16 values x 544 threads, 94% of the slots
 // full, against 32 x 288, 89%) and ran far slower. H200, perf-notes runs 140-142 (quick smx-bench, two
@@ -407,7 +411,7 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
     const int max_cluster = clusters ? cuda::kBlockRegsMaxCluster : 1;
     const int max_threads = std::min(cuda::kBlockRegsMaxThreads, std::max(limits.max_threads_per_block, kRegsMinThreads));
     const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(info.x_dtype));
-    const bool packed_first = dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 2;
+    const bool packed_first = packed_pair(info);
     RegsChoice fallback;
     for (int cluster = 1; cluster <= max_cluster; ++cluster) {
         // Slices are whole packs, so every CTA's slice keeps the row's 16-byte phase.
@@ -461,10 +465,9 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
 // packed CTAs that fit only 2 per SM, the packed search (kRegsPackedMinCtasPerSm) where it finds one.
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
     SMX_RETURN_IF_ERROR(search_regs_config(info, limits, RegsSearch{}, choice));
-    const bool packed_pair = dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 2;
-    if (!packed_pair || !choice->fits || choice->values != kRegsPackedValues || choice->ctas_per_sm > kRegsMinCtasPerSm) {
-        return SMX_STATUS_SUCCESS;
-    }
+    const bool packed_at_two_per_sm =
+        packed_pair(info) && choice->fits && choice->values == kRegsPackedValues && choice->ctas_per_sm <= kRegsMinCtasPerSm;
+    if (!packed_at_two_per_sm) return SMX_STATUS_SUCCESS;
     const RegsSearch packed{kRegsPackedMinCtasPerSm, kRegsPackedGoodUtilization, kRegsPackedValues};
     RegsChoice smaller_ctas;
     SMX_RETURN_IF_ERROR(search_regs_config(info, limits, packed, &smaller_ctas));
@@ -660,9 +663,10 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const DeviceLimits& limits, CudaS
         if (wide.fits) grid_regs = wide;
     }
     const bool grid_fills_lightly = 2 * info.rows * grid_regs.chunks <= grid_regs.resident;
-    const bool push_cluster = info.x_dtype == SMX_DTYPE_F32 && regs.values >= 32 && regs.ctas_per_sm >= kRegsMinCtasPerSm;
-    const bool packed_cluster = dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 2 &&
-                                regs.values == kRegsPackedValues && regs.ctas_per_sm >= kRegsPackedMinCtasPerSm;
+    const bool push_cluster =
+        info.x_dtype == SMX_DTYPE_F32 && regs.values >= 32 && regs.ctas_per_sm >= kRegsMinCtasPerSm;
+    const bool packed_cluster =
+        packed_pair(info) && regs.values == kRegsPackedValues && regs.ctas_per_sm >= kRegsPackedMinCtasPerSm;
     const bool cluster_outruns_grid = regs.fits && (push_cluster || packed_cluster) &&
                                       info.rows * info.row_len >= kClusterOverGridMinElements;
     bool use_grid = grid_regs.fits && info.row_len >= kGridRegsMinLen && !cluster_outruns_grid &&
