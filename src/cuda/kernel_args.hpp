@@ -42,6 +42,7 @@ struct SoftmaxKernelArgs {
     int x_vector = 0;                 // warp kernel: x base and row stride allow 16-byte loads (set by run())
     int y_vector = 0;                 // warp kernel: y base and row stride allow full-pack stores (set by run())
     int offsets_32 = 0;               // warp kernel: index in 32 bits (the plan found every offset within them)
+    int x_whole_lines = 0;            // spatial-tile: x's copies ask L2 to fetch whole 128-byte lines (set by the plan)
 };
 
 // Per-thread shape of the warp kernel: `lanes` threads share a row, each holding `cols_per_lane`

@@ -743,6 +743,8 @@ constexpr std::int64_t kSpatialMinSlice = 64;
 constexpr int kSpatialMinUnclusteredVectors = 4;
 // 16-bit x written as f32 takes 8-byte vectors from tile rows of this many bytes (see plan_spatial).
 constexpr int kSpatialNarrowVectorMinRowBytes = 128;
+// Tile rows of this many bytes (half an L2 line) fetch x's whole lines where x's rows span them (see plan_spatial).
+constexpr int kSpatialWholeLineRowBytes = 64;
 
 // A spatial-tile configuration: 16-byte vectors per tile row, cluster size, axis positions per CTA.
 struct SpatialTileChoice {
@@ -901,6 +903,18 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
                 threads = cuda::kSpatialTileSmallThreads;
             }
         }
+        // 64-byte tile rows are half an L2 line. Where x's contiguous rows span whole lines, the line's other
+        // half is a neighbouring tile's row, read by another CTA at about the same time, and the copies ask
+        // L2 to fetch the whole line from DRAM at once. H200, perf-notes run 147 (layouts quick, two samples,
+        // % of copy): 8192x4096 dim=0 +1-4 points on every pair (f32 65 -> 69, bf16 55-57 -> 58-60),
+        // 32x1024x1024 dim=1 16 -> 16 +2, f32 +1, 16-bit -> f32 -0.6 to +0.3; tile rows of 128 or 256 bytes,
+        // whose copies ask for whole lines anyway, within -1 to +1 (so not asked for); 256-byte fetches
+        // lost up to 3 points on f32 -> bf16. Narrower tile rows (16-32 bytes) are not measured and keep
+        // plain copies, as do x rows under a line (the other half may be bytes no CTA reads).
+        const int row_bytes = width * static_cast<int>(dtype_size(info.x_dtype));
+        const bool whole_lines = vector_bytes == 16 && row_bytes == kSpatialWholeLineRowBytes &&
+                                 info.inner * static_cast<std::int64_t>(dtype_size(info.x_dtype)) >= 2 * kSpatialWholeLineRowBytes;
+        plan->args.x_whole_lines = whole_lines ? 1 : 0;
         const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
         const std::int64_t clusters = std::min<std::int64_t>(info.outer * tiles_per_outer, INT_MAX / tile.cluster);
         const unsigned grid = static_cast<unsigned>(clusters * tile.cluster);
@@ -910,9 +924,9 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
         plan->args.slice_len = tile.slice_len;
         plan->launches[0] = {tile_kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), tile.shared_bytes,
                              tile.cluster > 1 ? static_cast<unsigned>(tile.cluster) : 0u};
-        plan->text = fmt::format("cuda spatial-tile tile={} vectors={}x{}B cluster={} slice={} smem={} threads={} grid={}",
+        plan->text = fmt::format("cuda spatial-tile tile={} vectors={}x{}B cluster={} slice={} smem={} threads={} grid={}{}",
                                  width, tile.vectors * 16 / vector_bytes, vector_bytes, tile.cluster, tile.slice_len,
-                                 tile.shared_bytes, threads, grid);
+                                 tile.shared_bytes, threads, grid, whole_lines ? " lines=128B" : "");
         return SMX_STATUS_SUCCESS;
     }
 

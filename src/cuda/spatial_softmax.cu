@@ -24,19 +24,28 @@
 namespace smx::cuda {
 namespace {
 
+// kWholeLine: on an L2 miss, fetch the source's whole 128-byte line from DRAM (the .L2::128B prefetch size)
+// rather than only the sectors asked for. The plan asks for it where a tile row is 64 bytes, half a line,
+// and the line's other half is a neighbouring tile's row that another CTA reads at about the same time:
+// DRAM then serves the line in one access (see plan_spatial).
+template <bool kWholeLine = false>
 __device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const void* global_source) {
     const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
     const std::size_t global_address = __cvta_generic_to_global(global_source);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
+    if constexpr (kWholeLine) {
+        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
+    } else {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
+    }
 }
 
 // An 8- or 16-byte async copy. cp.async.cg (L2 only) takes 16 bytes; 8-byte copies go through L1 (.ca).
-template <int kBytes>
+template <int kBytes, bool kWholeLine = false>
 __device__ __forceinline__ void copy_vector_async(void* shared_target, const void* global_source) {
     if constexpr (kBytes == 16) {
-        copy_16_bytes_async(shared_target, global_source);
+        copy_16_bytes_async<kWholeLine>(shared_target, global_source);
     } else {
-        static_assert(kBytes == 8, "8 or 16 bytes");
+        static_assert(kBytes == 8 && !kWholeLine, "8 or 16 bytes; 8-byte vectors serve tile rows of whole lines");
         const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
         const std::size_t global_address = __cvta_generic_to_global(global_source);
         asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address), "l"(global_address) : "memory");
@@ -122,7 +131,7 @@ constexpr int kStatsChunkRows = 4;
 // the max and the sum of exp(v - shift_of(max)). Returns false when some shift was outside the fast exp's
 // range (huge or infinite values): every copy has landed by then and the caller recomputes the statistics
 // with the two passes. (16-bit x measured slower this way and keeps the two passes: see the caller.)
-template <int kPack>
+template <int kPack, bool kWholeLine>
 __device__ __forceinline__ bool pipelined_vector_stats(float* target, const float* source, int rows, int target_step,
                                                        std::int64_t source_step, float (&local_max)[kPack],
                                                        float (&local_sum)[kPack]) {
@@ -134,7 +143,7 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
 #pragma unroll
             for (int j = 0; j < kStatsChunkRows; ++j) {
                 if (chunk * kStatsChunkRows + j < rows) {
-                    copy_16_bytes_async(copy_target, copy_source);
+                    copy_16_bytes_async<kWholeLine>(copy_target, copy_source);
                     copy_target += target_step;
                     copy_source += source_step;
                 }
@@ -297,15 +306,29 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
         if (x_vector_loads && valid == kPack) {
             const X* source = x_vector + axis_group * args.x_axis_stride;
             const std::int64_t source_step = axis_groups * args.x_axis_stride;
-            if constexpr (std::is_same<X, float>::value) {
-                stats_ready = pipelined_vector_stats<kPack>(cache_rows, source, rows, kCacheRowStep, source_step,
-                                                            local_max, local_sum);
-            } else {
+            const auto copy_tile = [&](auto whole_line) {
+                constexpr bool kWholeLine = decltype(whole_line)::value;
+                if constexpr (std::is_same<X, float>::value) {
+                    stats_ready = pipelined_vector_stats<kPack, kWholeLine>(cache_rows, source, rows, kCacheRowStep,
+                                                                            source_step, local_max, local_sum);
+                } else {
 #pragma unroll 4
-                for (int i = 0; i < rows; ++i) {
-                    copy_vector_async<kVectorBytes>(cache_rows + i * kCacheRowStep, source);
-                    source += source_step;
+                    for (int i = 0; i < rows; ++i) {
+                        copy_vector_async<kVectorBytes, kWholeLine>(cache_rows + i * kCacheRowStep, source);
+                        source += source_step;
+                    }
                 }
+            };
+            // Whole-line fetches for 64-byte tile rows where the plan found the line's other half in x
+            // (copy_16_bytes_async); 8-byte vectors only serve rows of whole lines.
+            if constexpr (kVectorBytes == 16) {
+                if (args.x_whole_lines != 0) {
+                    copy_tile(std::true_type{});
+                } else {
+                    copy_tile(std::false_type{});
+                }
+            } else {
+                copy_tile(std::false_type{});
             }
         } else {
             for (int r = axis_group; r < count; r += axis_groups) {

@@ -338,6 +338,43 @@ TEST_CASE("cuda layouts: 16-bit x written as f32 takes 8-byte vectors at tile ro
     }
 }
 
+TEST_CASE("cuda layouts: 64-byte tile rows fetch whole L2 lines where x's rows span them", "[cuda]") {
+    // The plan asks for whole 128-byte lines (`lines=128B`) exactly when a tile row is 64 bytes of 16-byte
+    // vectors and x's rows (inner columns) are at least a line wide; the results must not depend on it
+    // (vector and element-wise access on either side, a partial last tile, a cluster per column tile).
+    CudaHandle handle;
+    struct Case {
+        SpatialCase spatial;
+        std::vector<smxDataType_t> whole_lines_for;  // x dtypes for which the plan must ask (every pair with them)
+    };
+    const Case cases[] = {
+        {{140, 1000, 64, "spatial-tile", Clustered::No}, {SMX_DTYPE_F32, SMX_DTYPE_BF16}},  // 64-byte rows of 256 / 128
+        {{140, 1000, 32, "spatial-tile"}, {SMX_DTYPE_F32}},  // 16-bit rows of x are 64 bytes: no
+        {{140, 1000, 72, "spatial-tile", Clustered::No}, {SMX_DTYPE_F32, SMX_DTYPE_BF16}},  // a partial last tile
+        {{8, 8192, 256, "spatial-tile", Clustered::Yes}, {SMX_DTYPE_F32, SMX_DTYPE_BF16}},  // columns over clusters
+        {{140, 500, 130, "spatial-tile", Clustered::No}, {}},  // rows of 128+ bytes: no
+    };
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                               {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
+    for (const Case& c : cases) {
+        for (const DtypePair& pair : pairs) {
+            const bool expected = std::find(c.whole_lines_for.begin(), c.whole_lines_for.end(), pair.x) != c.whole_lines_for.end();
+            for (bool log_mode : {false, true}) {
+                for (const auto& fronts : {std::pair<int, int>{0, 0}, {1, 0}, {0, 1}}) {
+                    const std::string plan =
+                        check_spatial_case(handle.get(), c.spatial, pair.x, pair.y, fronts.first, fronts.second, log_mode);
+                    INFO("plan: " << plan);
+                    CHECK((plan.find(" lines=128B") != std::string::npos) == expected);
+                    // The rule itself, from the plan's own geometry.
+                    const bool row_of_64_bytes = plan_value(plan, "tile") * static_cast<std::int64_t>(dtype_size(pair.x)) == 64 &&
+                                                 plan.find("x16B") != std::string::npos;
+                    CHECK(expected == (row_of_64_bytes && c.spatial.inner * static_cast<std::int64_t>(dtype_size(pair.x)) >= 128));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda layouts: spatial tiles with padded outer strides, a reversed axis and in-place", "[cuda]") {
     CudaHandle handle;
     for (bool log_mode : {false, true}) {
