@@ -17,6 +17,8 @@
 // Timed like smx-bench times a case (CUDA events between back-to-back launches, the stream held by a spin
 // kernel, median of 30), four pairs of x and y buffers taken in turn. Not part of the build:
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/spatial_tile_floor.cu -o spatial_tile_floor && ./spatial_tile_floor
+// With -DWHOLE_LINES the smem, cluster and aligned modes' cp.async copies ask L2 for whole 128-byte lines
+// (.L2::128B), as the tile kernel does for 64-byte tile rows since perf-notes run 148 (run 152).
 #include <cooperative_groups.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -44,7 +46,11 @@ enum Mode { kSmem = 0, kCluster = 1, kRegs = 2, kStream = 3, kSmemAligned = 4 };
 
 __device__ __forceinline__ void copy_async_16(void* shared_target, const void* global_source) {
     const unsigned target = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
+#ifdef WHOLE_LINES
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(target), "l"(global_source) : "memory");
+#else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(target), "l"(global_source) : "memory");
+#endif
 }
 
 // The tile and the slice of the axis that the CTA of cluster rank `rank` owns.
