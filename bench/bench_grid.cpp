@@ -110,6 +110,38 @@ bool parse_dims(const std::string& text, std::vector<std::int64_t>* dims) {
     return !dims->empty() && dims->size() <= SMX_MAX_DIMS;
 }
 
+// Parses a --shapes token that names no grid layout: "AxB..." (softmax over the last dim), "AxB...:dim=N"
+// (over dim N of the contiguous tensor, -ndim <= N < ndim) or "RxC:transposed" (the transpose of a
+// row-major (C, R) tensor, over its last dim). Returns false if the token is none of these.
+bool parse_custom_layout(const std::string& token, Layout* layout) {
+    const std::size_t colon = token.find(':');
+    std::vector<std::int64_t> dims;
+    if (!parse_dims(token.substr(0, colon), &dims)) return false;
+    if (colon == std::string::npos) {
+        *layout = last_dim(Group::Custom, dims);
+        return true;
+    }
+    const std::string suffix = token.substr(colon + 1);
+    if (suffix == "transposed") {
+        if (dims.size() != 2) return false;
+        *layout = transposed(dims[0], dims[1]);
+    } else {
+        const std::string prefix = "dim=";
+        const std::string number = suffix.compare(0, prefix.size(), prefix) == 0 ? suffix.substr(prefix.size()) : "";
+        const std::size_t digits = number.empty() || number[0] != '-' ? 0 : 1;
+        if (number.size() <= digits || number.size() > digits + 2 ||
+            number.find_first_not_of("0123456789", digits) != std::string::npos) {
+            return false;
+        }
+        const int axis = std::stoi(number);
+        const int ndim = static_cast<int>(dims.size());
+        if (axis < -ndim || axis >= ndim) return false;
+        *layout = along(dims, axis);
+    }
+    layout->group = Group::Custom;
+    return true;
+}
+
 template <typename T>
 bool contains(const std::vector<T>& items, const T& item) {
     return std::find(items.begin(), items.end(), item) != items.end();
@@ -210,12 +242,13 @@ std::vector<LayoutPlan> build_grid(smxDeviceType_t device, const GridFilter& fil
     }
     for (std::size_t t = 0; t < filter.shape_tokens.size(); ++t) {
         if (token_used[t]) continue;
-        std::vector<std::int64_t> dims;
-        if (!parse_dims(filter.shape_tokens[t], &dims)) {
+        Layout custom;
+        if (!parse_custom_layout(filter.shape_tokens[t], &custom)) {
             throw std::invalid_argument("shape '" + filter.shape_tokens[t] +
-                                        "' is neither a grid label nor a shape like 4096x4096");
+                                        "' is neither a grid label nor a shape like 4096x4096, 64x512x512:dim=1 "
+                                        "or 4096x8192:transposed");
         }
-        chosen.push_back(last_dim(Group::Custom, dims));
+        chosen.push_back(std::move(custom));
     }
 
     std::vector<LayoutPlan> plans;

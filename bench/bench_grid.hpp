@@ -52,8 +52,9 @@ struct LayoutPlan {
     std::vector<smxSoftmaxMode_t> modes;
 };
 
-// Builds the selected grid for a device. Shape tokens that name no grid layout but parse as "AxBx..."
-// become extra last-dim layouts (group Custom). Throws std::invalid_argument for a malformed token.
+// Builds the selected grid for a device. Shape tokens that name no grid layout become extra layouts (group
+// Custom): "AxB..." over the last dim, "AxB...:dim=N" over dim N, "RxC:transposed" the transpose of a
+// row-major (C, R) tensor over its last dim. Throws std::invalid_argument for a malformed token.
 std::vector<LayoutPlan> build_grid(smxDeviceType_t device, const GridFilter& filter);
 
 // Command-line parsing helpers; each throws std::invalid_argument with a message naming the bad token.

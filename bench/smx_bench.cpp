@@ -36,7 +36,8 @@ const char* const usage_text = R"(usage: smx-bench [options]
   --ops softmax,log_softmax            (default both)
   --dtypes X:Y,...        dtype pairs, e.g. f32:f32,bf16:f32 (default: the group's pairs)
   --shapes S,...          grid labels (8192x50257, 32x1024x1024:dim=1, 8192x4096:transposed), bare shapes
-                          (matching every layout of that shape), or new shapes (softmax over the last dim)
+                          (matching every layout of that shape), or new layouts in the same forms: AxB...
+                          (softmax over the last dim), AxB...:dim=N, RxC:transposed
   --quick                 fewer repetitions
   --graph                 also time each case as a CUDA graph replay
   --json PATH             write every record as JSON
