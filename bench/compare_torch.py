@@ -59,6 +59,27 @@ def layout(group, shape, dim=-1, transposed=False):
     return {"group": group, "shape": tuple(shape), "dim": dim, "transposed": transposed, "label": label}
 
 
+def custom_layout(token):
+    """A --shapes token naming no grid case, in smx-bench's forms: "AxB..." (softmax over the last dim),
+    "AxB...:dim=N" (over dim N of the contiguous tensor) or "RxC:transposed"; None if it is none of them."""
+    text, _, suffix = token.partition(":")
+    parts = text.split("x")
+    if not parts or len(parts) > 8 or not all(p.isdigit() and len(p) <= 12 for p in parts):
+        return None
+    shape = tuple(int(p) for p in parts)
+    if not suffix and ":" not in token:
+        return layout("custom", shape)
+    if suffix == "transposed":
+        return layout("custom", shape, -1, transposed=True) if len(shape) == 2 else None
+    number = suffix[len("dim="):] if suffix.startswith("dim=") else ""
+    digits = number[1:] if number.startswith("-") else number
+    if not digits.isdigit() or len(digits) > 2 or not -len(shape) <= int(number) < len(shape):
+        return None
+    item = layout("custom", shape, int(number))
+    item["label"] = f"{shape_text(shape)}:dim={int(number)}"
+    return item
+
+
 def default_grid():
     grid = [layout("lastdim", s) for s in LASTDIM_SHAPES]
     grid += [layout("layouts", (32, 1024, 1024), 1), layout("layouts", (8192, 4096), 0),
@@ -77,7 +98,8 @@ def parse_args():
     parser.add_argument("--group", default="all", choices=["lastdim", "layouts", "decode", "all"])
     parser.add_argument("--ops", default="softmax,log_softmax")
     parser.add_argument("--dtypes", help="dtype pairs X:Y,... (default: each group's pairs)")
-    parser.add_argument("--shapes", help="case labels or bare shapes, comma separated (default: all)")
+    parser.add_argument("--shapes", help="case labels, bare shapes (every case of that shape), or new layouts: "
+                        "AxB... (last dim), AxB...:dim=N, RxC:transposed; comma separated (default: all)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--compile-mode", default="default",
                         help="torch.compile mode (default, max-autotune-no-cudagraphs, ...)")
@@ -102,13 +124,27 @@ def parse_args():
 
 def select_cases(args):
     groups = ["lastdim", "layouts", "decode"] if args.group == "all" else [args.group]
-    tokens = args.shapes.split(",") if args.shapes else None
-    cases = []
+    tokens = [t for t in args.shapes.split(",") if t] if args.shapes else None
+    chosen = []
+    used = set()
     for item in default_grid():
         if item["group"] not in groups:
             continue
-        if tokens and item["label"] not in tokens and shape_text(item["shape"]) not in tokens:
+        matched = [t for t in tokens if t in (item["label"], shape_text(item["shape"]))] if tokens else [None]
+        if matched:
+            chosen.append(item)
+            used.update(matched)
+    # Tokens naming no grid case of the selected groups are new layouts, as in smx-bench.
+    for token in tokens or []:
+        if token in used:
             continue
+        item = custom_layout(token)
+        if item is None:
+            sys.exit(f"compare_torch: shape {token!r} is neither a grid label nor a shape like 4096x4096, "
+                     "64x512x512:dim=1 or 4096x8192:transposed")
+        chosen.append(item)
+    cases = []
+    for item in chosen:
         pairs = args.dtypes.split(",") if args.dtypes else (DECODE_PAIRS if item["group"] == "decode" else MAIN_PAIRS)
         cases.append((item, [tuple(DTYPES[n] for n in p.split(":")) for p in pairs]))
     return cases
