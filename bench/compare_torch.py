@@ -67,7 +67,7 @@ def custom_layout(token):
     if not parts or len(parts) > 8 or not all(p.isdigit() and len(p) <= 12 for p in parts):
         return None
     shape = tuple(int(p) for p in parts)
-    if not suffix and ":" not in token:
+    if ":" not in token:
         return layout("custom", shape)
     if suffix == "transposed":
         return layout("custom", shape, -1, transposed=True) if len(shape) == 2 else None
