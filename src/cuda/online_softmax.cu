@@ -30,7 +30,8 @@ __device__ __forceinline__ RangeSplit split_range(const X* x, std::int64_t count
 }
 
 // Adds one step's 16-bit packs (those with loaded[u]) to running statistics: the step's max first (one
-// HMNMX2 per pair of elements; a NaN dropped there reaches the sum through its exp), then one exp per element
+// HMNMX2 per pair of elements; a NaN dropped there reaches the sum through its exp, or, while the running
+// max is still -inf, through the check below), then one exp per element
 // relative to the new max and one rescale of the running sum per step. The packs stay packed and are
 // widened at each use: widening all 32 values first took 58 registers (two CTAs of 512 per SM). Adding
 // one pack at a time instead (a rescale, with an accurate exp, per pack) held bf16 4 x 4194304's
@@ -43,6 +44,23 @@ __device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack>
         if (loaded[u]) add_pairs(paired, raw[u]);
     }
     const C step_max = paired.result();
+    if (max_nan(stats.max, step_max) == neg_inf<C>()) {
+        // Everything so far and every value this step kept is -inf. HMNMX2 drops NaN, and add_group returns
+        // before any exp when the max is -inf, so a NaN among -inf (a masked stretch of a row) would be lost
+        // here: look for one. Rare, and off the path of every step that holds a finite value.
+        C nan_found = C(0);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            if (!loaded[u]) continue;
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                const C value = widen_element_on_use(raw[u], k);
+                if (value != value) nan_found = value;
+            }
+        }
+        if (nan_found != nan_found) stats = {nan_found, nan_found};
+        return;
+    }
     add_group(stats, step_max, [&](const auto& exp) {
         C sum = 0;
 #pragma unroll

@@ -349,7 +349,8 @@ TEST_CASE("cuda decode: special values in one chunk decide their whole row", "[c
     const std::int64_t row_len = 300001;  // fits a cluster: force the two plans that cut rows into chunks
     const double inf = std::numeric_limits<double>::infinity();
     // f32 statistics fold values chunk by chunk; 16-bit ones take a step's max with NaN dropped, then rely
-    // on the exp sum to carry it (add_step): both must give the reference's rows.
+    // on the exp sum to carry it (add_step), or on a check of their own where everything before the NaN and
+    // beside it is -inf (row 5): both must give the reference's rows.
     const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
                                {SMX_DTYPE_F16, SMX_DTYPE_F16}};
     for (const char* forced : {"split", "grid"}) {
@@ -357,14 +358,16 @@ TEST_CASE("cuda decode: special values in one chunk decide their whole row", "[c
         const std::string expected_kind = std::string(forced) == "grid" ? "grid-regs" : "split-row";
         for (const DtypePair& pair : pairs) {
             for (bool log_mode : {false, true}) {
-                HostTensor x = make_tensor(pair.x, {5, row_len});
-                HostTensor y = make_tensor(pair.y, {5, row_len});
+                HostTensor x = make_tensor(pair.x, {6, row_len});
+                HostTensor y = make_tensor(pair.y, {6, row_len});
                 fill_random(x, test_rng());
                 x.set(0 * row_len + 150000, std::numeric_limits<double>::quiet_NaN());  // NaN: row of NaN
                 x.set(1 * row_len + row_len - 1, inf);                                  // +inf: row of NaN
                 for (std::int64_t j = 0; j < row_len; ++j) x.set(2 * row_len + j, -inf);  // all -inf: NaN
                 for (std::int64_t j = 0; j < row_len; j += 3) x.set(3 * row_len + j, -inf);  // among finite: 0
                 for (std::int64_t j = 0; j < 200000; ++j) x.set(4 * row_len + j, -inf);  // whole chunks of -inf
+                for (std::int64_t j = 0; j < 200000; ++j) x.set(5 * row_len + j, -inf);  // and a NaN among them:
+                x.set(5 * row_len + 100, std::numeric_limits<double>::quiet_NaN());       // a row of NaN
                 std::string plan;
                 const std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
                 INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);

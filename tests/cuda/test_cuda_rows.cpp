@@ -376,7 +376,9 @@ TEST_CASE("cuda rows: many rows too long for any cluster use block-online and ma
     CudaHandle handle;
     // 2^20 + 1 floats (4 MiB) exceed what a cluster of 16 CTAs can cache (16 x 227 KB), and one row per SM
     // keeps the split-row plan away: the one-CTA-per-row online kernel must take it.
-    // 16-bit x also loads its first write step before the block combines the statistics.
+    // 16-bit x also loads its first write step before the block combines the statistics. Row 1 starts with
+    // a masked stretch (-inf) holding one NaN: a row of NaN, though the threads that meet the NaN have seen
+    // nothing but -inf before it.
     const std::int64_t rows = multiprocessor_count();
     const std::int64_t row_len = (std::int64_t{1} << 20) + 1;
     const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
@@ -386,6 +388,8 @@ TEST_CASE("cuda rows: many rows too long for any cluster use block-online and ma
             HostTensor x = make_tensor(pair.x, {rows, row_len});
             HostTensor y = make_tensor(pair.y, {rows, row_len});
             fill_random(x, test_rng());
+            for (std::int64_t j = 0; j < 70000; ++j) x.set(row_len + j, -std::numeric_limits<double>::infinity());
+            x.set(row_len + 100, std::numeric_limits<double>::quiet_NaN());
             DeviceTensor x_device(x), y_device(y);
             x_device.upload(x);
             y_device.poison();
