@@ -251,6 +251,28 @@ smxStatus_t blocks_per_multiprocessor(const void* kernel, int threads, std::size
     return error == cudaSuccess ? SMX_STATUS_SUCCESS : cuda::cuda_failure(error, "the occupancy query");
 }
 
+// Raises a kernel's dynamic shared memory limit to all the device allows next to its static shared memory
+// (*dynamic_limit; 0 when none is left). The limit is a property of the kernel, shared by every plan that
+// launches it, so it is always set to this one value: a plan that set it to its own size would lower it
+// under another plan already made for a larger size, whose launches would then fail, and plans made
+// concurrently would race. Each plan passes its own size to the occupancy query and the launch.
+smxStatus_t allow_all_dynamic_shared_memory(const DeviceLimits& limits, const void* kernel, const char* family,
+                                            std::size_t* dynamic_limit) {
+    *dynamic_limit = 0;
+    cudaFuncAttributes attributes{};
+    cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+    if (error != cudaSuccess) return cuda::cuda_failure(error, fmt::format("reading the {} kernel's attributes", family).c_str());
+    const std::size_t static_bytes = attributes.sharedSizeBytes;
+    if (limits.shared_memory_per_block_optin <= static_bytes) return SMX_STATUS_SUCCESS;
+    *dynamic_limit = limits.shared_memory_per_block_optin - static_bytes;
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(*dynamic_limit));
+    if (error != cudaSuccess) {
+        *dynamic_limit = 0;
+        return cuda::cuda_failure(error, fmt::format("raising the {} kernel's shared memory limit", family).c_str());
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
 // ---- Rows layout ------------------------------------------------------------------------------------
 
 // CTA size of the warp kernel. Shapes on 32 lanes and the narrow two-pack ones (f32 x: rows of 17..1024;
@@ -566,10 +588,9 @@ smxStatus_t choose_grid_regs_steps(const SoftmaxInfo& info, const DeviceLimits& 
     const void* kernel = cuda::grid_regs_steps_kernel(info.x_dtype, info.y_dtype);
     if (kernel == nullptr || choice.chunks > cuda::kGridRegsStepsMaxChunks) return SMX_STATUS_SUCCESS;
     const std::size_t shared_bytes = cuda::grid_regs_steps_shared_bytes(info.x_dtype, info.y_dtype, choice.slice_len);
-    if (shared_bytes > limits.shared_memory_per_block_optin) return SMX_STATUS_SUCCESS;
-    const cudaError_t error =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing the grid-regs-steps kernel its staged slice");
+    std::size_t dynamic_limit = 0;
+    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, kernel, "grid-regs-steps", &dynamic_limit));
+    if (shared_bytes > dynamic_limit) return SMX_STATUS_SUCCESS;
     int ctas_per_sm = 0;
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, choice.threads, shared_bytes, &ctas_per_sm));
     const std::int64_t resident = static_cast<std::int64_t>(ctas_per_sm) * limits.multiprocessor_count;
@@ -758,18 +779,10 @@ struct SpatialTileChoice {
 // Lets a spatial-tile kernel take all the dynamic shared memory the device allows next to its static
 // shared memory (*dynamic_limit; 0 when none is left) and, where clusters exist, clusters of 16.
 smxStatus_t prepare_spatial_tile_kernel(const DeviceLimits& limits, const void* kernel, std::size_t* dynamic_limit) {
-    *dynamic_limit = 0;
-    cudaFuncAttributes attributes{};
-    cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "reading the spatial-tile kernel's attributes");
-    const std::size_t static_bytes = attributes.sharedSizeBytes;
-    if (limits.shared_memory_per_block_optin <= static_bytes) return SMX_STATUS_SUCCESS;
-    // Always the same value for a kernel, so plans made concurrently never undo each other's setting.
-    *dynamic_limit = limits.shared_memory_per_block_optin - static_bytes;
-    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(*dynamic_limit));
-    if (error != cudaSuccess) return cuda::cuda_failure(error, "raising the spatial-tile kernel's shared memory limit");
+    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, kernel, "spatial-tile", dynamic_limit));
+    if (*dynamic_limit == 0) return SMX_STATUS_SUCCESS;
     if (limits.cluster_launch && limits.compute_capability_major >= 9) {
-        error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        const cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
         if (error != cudaSuccess) return cuda::cuda_failure(error, "allowing clusters of 16 for the spatial-tile kernel");
     }
     return SMX_STATUS_SUCCESS;

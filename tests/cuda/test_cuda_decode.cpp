@@ -308,6 +308,54 @@ TEST_CASE("cuda decode: grid-regs-steps with a short last step, odd phases and s
     }
 }
 
+TEST_CASE("cuda decode: a plan made later for another row length leaves an earlier grid-regs-steps plan working",
+          "[cuda]") {
+    CudaHandle handle;
+    // Each grid-regs-steps plan stages a slice whose size depends on the row length (65536 bytes for rows of
+    // 4194304, 64880 for 600001 on an H200), on one kernel shared by every plan. The kernel's shared memory
+    // limit must stay large enough for every plan already made, whatever plans come after.
+    HostTensor x = make_tensor(SMX_DTYPE_F32, {2, 4194304});
+    HostTensor y = make_tensor(SMX_DTYPE_F32, {2, 4194304});
+    fill_random(x, test_rng());
+    TensorDesc x_desc(x), y_desc(y);
+    SoftmaxDesc first(handle.get(), SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
+    SMX_REQUIRE_OK(first.status);
+    const char* first_plan = nullptr;
+    SMX_REQUIRE_OK(smxGetSoftmaxPlan(first.desc, &first_plan));
+    std::size_t workspace_bytes = 0;
+    SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(first.desc, &workspace_bytes));
+    DeviceBuffer workspace(workspace_bytes);
+    DeviceTensor x_device(x), y_device(y);
+    x_device.upload(x);
+    y_device.poison();
+    SMX_REQUIRE_OK(smxSoftmaxForward(first.desc, workspace.get(), workspace_bytes, y_device.data(), x_device.data(), nullptr));
+    SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
+
+    // A second plan of the same kernel with a smaller staged slice, made and run in between.
+    std::string second_plan;
+    const std::string second_mismatch = [&] {
+        HostTensor x2 = make_tensor(SMX_DTYPE_F32, {8, 600001});
+        HostTensor y2 = make_tensor(SMX_DTYPE_F32, {8, 600001});
+        fill_random(x2, test_rng());
+        return check_on_device(handle.get(), y2, x2, 1, false, &second_plan);
+    }();
+    INFO("first plan: " << first_plan << " | second plan: " << second_plan);
+    CHECK(kernel_kind(first_plan) == "grid-regs-steps");
+    CHECK(kernel_kind(second_plan) == "grid-regs-steps");
+    CHECK(plan_value(second_plan, "staged") < plan_value(first_plan, "staged"));
+    CHECK(second_mismatch == "");
+
+    // The first plan again, on the same buffers: it must still launch and match the reference.
+    y_device.poison();
+    const smxStatus_t again = smxSoftmaxForward(first.desc, workspace.get(), workspace_bytes, y_device.data(),
+                                                x_device.data(), nullptr);
+    INFO((again == SMX_STATUS_SUCCESS ? std::string() : std::string(smxGetLastErrorMessage())));
+    REQUIRE(again == SMX_STATUS_SUCCESS);
+    SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
+    y_device.download(y);
+    CHECK(compare_to_reference(y, reference_softmax(x, 1, false), false) == "");
+}
+
 TEST_CASE("cuda decode: rows of 2^24 elements, and one past it (a short last chunk)", "[cuda]") {
     CudaHandle handle;
     const std::int64_t two_24 = std::int64_t{1} << 24;
