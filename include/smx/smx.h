@@ -156,7 +156,10 @@ typedef enum smxLogLevel_t {
 } smxLogLevel_t;
 
 /** Receives each message at or above the current level. `message` lives only during the call.
- *  It may be called from any thread that calls smx, so it must be thread-safe. */
+ *  It may be called from any thread that calls smx, on several at once, so it must be thread-safe. It may
+ *  call smx itself: messages raised by those calls on its thread are not delivered (no recursion), and
+ *  they leave the last-error message its caller will read unchanged; only smxSetLogCallback is refused
+ *  there (SMX_STATUS_NOT_SUPPORTED). */
 typedef void (*smxLogCallback_t)(smxLogLevel_t level, const char* message, void* userData);
 
 /** Sets the level below which messages are dropped. The library is silent by default (SMX_LOG_OFF),
@@ -166,7 +169,10 @@ SMX_API smxStatus_t smxSetLogLevel(smxLogLevel_t level);
 
 /** Routes messages to `callback` (with `userData`) instead of standard error; NULL restores standard
  *  error. Installing a callback turns logging on at SMX_LOG_INFO unless a level was chosen already
- *  (by smxSetLogLevel or SMX_LOG_LEVEL); descriptor creation logs its problem and plan at SMX_LOG_DEBUG. */
+ *  (by smxSetLogLevel or SMX_LOG_LEVEL); descriptor creation logs its problem and plan at SMX_LOG_DEBUG.
+ *  Returns once no thread is still running the callback it replaced, which is never called again: what
+ *  that callback uses may be freed then. Fails with SMX_STATUS_NOT_SUPPORTED when called from inside
+ *  the callback. */
 SMX_API smxStatus_t smxSetLogCallback(smxLogCallback_t callback, void* userData);
 
 SMX_EXTERN_C_END

@@ -76,7 +76,9 @@ class Descriptor:
             _destroy(self.pointer)
 
 
-_lock = threading.Lock()
+# Reentrant: a log callback that calls smx runs inside a call holding it (libsmx logs while a handle or
+# descriptor is created).
+_lock = threading.RLock()
 _handles = {}
 _descriptors = collections.OrderedDict()
 _stats = {"hits": 0, "misses": 0, "evictions": 0}

@@ -194,3 +194,39 @@ def test_log_callback_receives_the_plan_at_debug_level(rng):
         smx.set_log_level("off")
         smx.set_log_callback(None)
     assert any("plan" in message and level == 1 for level, message in messages), messages
+
+
+def test_log_callback_may_call_smx_itself(rng):
+    # libsmx logs while the descriptor cache creates a handle or a descriptor: a callback that calls smx
+    # there must neither deadlock nor recurse (the nested call's messages are not delivered).
+    import threading
+    x = random_array(rng, (3, 13), "float32")
+    nested = []
+    messages = []
+
+    def callback(level, message):
+        messages.append(message)
+        if not nested:
+            nested.append(smx.softmax(x + 1.0, 1))
+
+    done = threading.Event()
+    result = []
+
+    def outer():
+        smx._cache_clear()
+        result.append(smx.softmax(x, 1))
+        done.set()
+
+    smx.set_log_callback(callback)
+    try:
+        smx.set_log_level("debug")
+        worker = threading.Thread(target=outer, daemon=True)
+        worker.start()
+        finished = done.wait(timeout=30)
+    finally:
+        smx.set_log_level("off")
+        smx.set_log_callback(None)
+    assert finished, "smx.softmax with a log callback that calls smx did not return"
+    assert_close(result[0], reference(x, 1, False), False)
+    assert_close(nested[0], reference(x + 1.0, 1, False), False)
+    assert messages, "the outer call's messages reach the callback"

@@ -4,15 +4,18 @@
 // reads SMX_LOG_LEVEL; without it the library stays silent.
 #include "core/logging.hpp"
 
+#include <spdlog/details/null_mutex.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "core/enum_value.hpp"
 #include "core/error.hpp"
@@ -24,9 +27,20 @@ constexpr int kLevelUnset = -1;
 std::atomic<int> g_level{kLevelUnset};
 std::atomic<bool> g_level_chosen{false};  // by the user or the environment, not by default
 
+// The installed callback, and how many deliveries are running each of the last two callbacks installed
+// (by the parity of g_callback_generation when they started): smxSetLogCallback waits until none runs
+// the callback it replaced, so a caller may free what that callback uses as soon as it returns.
 std::mutex g_callback_mutex;
+std::condition_variable g_callback_done;
 smxLogCallback_t g_callback = nullptr;
 void* g_callback_user_data = nullptr;
+unsigned g_callback_generation = 0;
+int g_callback_deliveries[2] = {0, 0};
+std::mutex g_callback_setter_mutex;  // one replacement (and its wait) at a time
+
+// Whether this thread is inside the callback. Messages raised meanwhile on this thread (by smx calls the
+// callback makes) are dropped: delivering them would re-enter the callback without end.
+thread_local bool t_in_callback = false;
 
 smxLogLevel_t from_spdlog(spdlog::level::level_enum level) {
     switch (level) {
@@ -50,23 +64,35 @@ spdlog::level::level_enum to_spdlog(smxLogLevel_t level) {
     return spdlog::level::off;
 }
 
-// The one sink: the installed callback if any, else standard error.
-class RoutingSink final : public spdlog::sinks::base_sink<std::mutex> {
+// The one sink: the installed callback if any, else standard error. No lock of spdlog's around it
+// (null_mutex): the callback must be thread-safe anyway, and a lock held while it runs would deadlock a
+// callback that calls smx.
+class RoutingSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
 protected:
     void sink_it_(const spdlog::details::log_msg& msg) override {
         const std::string text(msg.payload.data(), msg.payload.size());
         smxLogCallback_t callback;
         void* user_data;
+        unsigned slot;
         {
             std::lock_guard<std::mutex> lock(g_callback_mutex);
             callback = g_callback;
             user_data = g_callback_user_data;
+            slot = g_callback_generation % 2;
+            if (callback != nullptr) ++g_callback_deliveries[slot];
         }
-        if (callback != nullptr) {
-            callback(from_spdlog(msg.level), text.c_str(), user_data);
-        } else {
+        if (callback == nullptr) {
             std::fprintf(stderr, "[smx %s] %s\n", spdlog::level::to_string_view(msg.level).data(), text.c_str());
+            return;
         }
+        // smx calls made by the callback must not change the last error its caller is about to read.
+        const std::string last_error = smxGetLastErrorMessage();
+        t_in_callback = true;
+        callback(from_spdlog(msg.level), text.c_str(), user_data);
+        t_in_callback = false;
+        set_last_error(last_error);
+        std::lock_guard<std::mutex> lock(g_callback_mutex);
+        if (--g_callback_deliveries[slot] == 0) g_callback_done.notify_all();
     }
     void flush_() override {}
 };
@@ -123,6 +149,7 @@ bool log_enabled(smxLogLevel_t level) {
 }
 
 void log_message(smxLogLevel_t level, const std::string& message) {
+    if (t_in_callback) return;  // raised by an smx call the callback made (see t_in_callback)
     logger().log(to_spdlog(level), "{}", message);
 }
 
@@ -142,10 +169,17 @@ SMX_API smxStatus_t smxSetLogLevel(smxLogLevel_t level_argument) {
 }
 
 SMX_API smxStatus_t smxSetLogCallback(smxLogCallback_t callback, void* userData) {
+    if (smx::t_in_callback) {  // it would wait for the delivery it is part of
+        return smx::fail(SMX_STATUS_NOT_SUPPORTED, "smxSetLogCallback cannot be called from inside the log callback");
+    }
     {
-        std::lock_guard<std::mutex> lock(smx::g_callback_mutex);
+        std::lock_guard<std::mutex> setter(smx::g_callback_setter_mutex);
+        std::unique_lock<std::mutex> lock(smx::g_callback_mutex);
+        const unsigned replaced = smx::g_callback_generation % 2;
         smx::g_callback = callback;
         smx::g_callback_user_data = userData;
+        ++smx::g_callback_generation;  // deliveries from now on count in the other slot
+        smx::g_callback_done.wait(lock, [replaced] { return smx::g_callback_deliveries[replaced] == 0; });
     }
     smx::current_level();
     if (callback != nullptr && !smx::g_level_chosen.load()) smx::apply_level(SMX_LOG_INFO);

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <string>
@@ -217,6 +218,70 @@ TEST_CASE("removing the callback sends messages to standard error again", "[api]
     }
     CHECK_THAT(stderr_capture.text(), Contains("[smx info] handle on cpu device 0"));
     CHECK(capture.size() == 0);
+}
+
+namespace {
+
+// A callback that calls smx from inside itself: a failing smxCreate (logged at DEBUG) and an attempt to
+// replace the callback, on its first message only.
+struct ReenteringCallback {
+    LogCapture capture;
+    std::atomic<int> entered{0};
+    smxStatus_t nested_create = SMX_STATUS_SUCCESS;
+    std::string nested_error;
+    smxStatus_t nested_set_callback = SMX_STATUS_SUCCESS;
+
+    static void callback(smxLogLevel_t level, const char* message, void* user_data) {
+        auto* self = static_cast<ReenteringCallback*>(user_data);
+        LogCapture::callback(level, message, &self->capture);
+        if (self->entered++ != 0) return;
+        smxHandle_t handle = nullptr;
+        self->nested_create = smxCreate(&handle, SMX_DEVICE_CPU, 7);
+        self->nested_error = smxGetLastErrorMessage();
+        self->nested_set_callback = smxSetLogCallback(nullptr, nullptr);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a callback may call smx: nested messages are dropped, the caller's last error is kept", "[api][logging]") {
+    LogDefaultsGuard restore;
+    ReenteringCallback reentering;
+    REQUIRE(smxSetLogLevel(SMX_LOG_DEBUG) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetLogCallback(&ReenteringCallback::callback, &reentering) == SMX_STATUS_SUCCESS);
+    smxHandle_t handle = nullptr;
+    CHECK(smxCreate(&handle, SMX_DEVICE_CPU, 3) == SMX_STATUS_BAD_PARAM_DEVICE);  // logged: the callback runs
+    CHECK_THAT(last_error(), Contains("CPU device id 3"));  // not the nested call's "id 7"
+    REQUIRE(smxSetLogCallback(nullptr, nullptr) == SMX_STATUS_SUCCESS);
+    CHECK(reentering.entered.load() == 1);
+    CHECK(reentering.nested_create == SMX_STATUS_BAD_PARAM_DEVICE);
+    CHECK_THAT(reentering.nested_error, Contains("CPU device id 7"));
+    CHECK(reentering.nested_set_callback == SMX_STATUS_NOT_SUPPORTED);
+    CHECK(reentering.capture.count(SMX_LOG_DEBUG, "CPU device id 3") == 1);
+    CHECK(reentering.capture.count(SMX_LOG_DEBUG, "CPU device id 7") == 0);
+    CHECK(reentering.capture.count(SMX_LOG_DEBUG, "smxSetLogCallback") == 0);
+}
+
+TEST_CASE("once smxSetLogCallback returns, the callback it replaced is running nowhere", "[api][logging]") {
+    LogDefaultsGuard restore;
+    // A slow callback, entered on another thread; the main thread replaces it meanwhile.
+    struct Slow {
+        std::atomic<bool> entered{false};
+        std::atomic<bool> finished{false};
+        static void callback(smxLogLevel_t, const char*, void* user_data) {
+            auto* self = static_cast<Slow*>(user_data);
+            self->entered = true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            self->finished = true;
+        }
+    } slow;
+    REQUIRE(smxSetLogLevel(SMX_LOG_INFO) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetLogCallback(&Slow::callback, &slow) == SMX_STATUS_SUCCESS);
+    std::thread logging_thread([] { Handle handle(SMX_DEVICE_CPU, 0); });  // logs at INFO
+    while (!slow.entered.load()) std::this_thread::yield();
+    REQUIRE(smxSetLogCallback(nullptr, nullptr) == SMX_STATUS_SUCCESS);
+    CHECK(slow.finished.load());
+    logging_thread.join();
 }
 
 // Hidden: needs a process where no level was ever chosen and SMX_LOG_LEVEL is unset (CTest runs it so).
