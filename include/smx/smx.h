@@ -115,7 +115,7 @@ SMX_API smxStatus_t smxCreateSoftmaxDescriptor(smxHandle_t handle, smxSoftmaxDes
 /** The workspace, in bytes, that smxSoftmaxForward needs with this descriptor (often 0).
  *  Workspace is device memory on a CUDA handle, host memory on a CPU handle; it needs no initial value and
  *  must be aligned to 16 bytes (cudaMalloc's 256 is plenty); a misaligned one gives
- *  SMX_STATUS_BAD_PARAM_ALIGNMENT. */
+ *  SMX_STATUS_BAD_PARAM_ALIGNMENT, even where the size is 0 (NULL is always accepted then). */
 SMX_API smxStatus_t smxGetSoftmaxWorkspaceSize(smxSoftmaxDescriptor_t desc, size_t* workspaceBytes);
 
 /** The chosen plan as text, e.g. "cuda warp rows_per_warp=2 lanes=8 pack=4" or

@@ -1,4 +1,5 @@
 // softmax_api.cpp - the softmax C entry points: validate into an info, ask the backend for a plan, run it.
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -63,6 +64,11 @@ smxStatus_t forward(smxSoftmaxDescriptor_t desc, void* workspace, std::size_t wo
     }
     if (needed > 0 && workspace == nullptr) {
         return fail(SMX_STATUS_BAD_PARAM_WORKSPACE, "workspace is NULL but this plan needs {} bytes", needed);
+    }
+    // Checked whether or not this plan uses it, so that a call valid on one device or plan is on every other.
+    if (reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlignment != 0) {
+        return fail(SMX_STATUS_BAD_PARAM_ALIGNMENT, "workspace pointer {} is not {}-byte aligned", workspace,
+                    kWorkspaceAlignment);
     }
     SMX_RETURN_IF_ERROR(check_forward_pointers(desc->info, y, x));
 #if SMX_WITH_CUDA

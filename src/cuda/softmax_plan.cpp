@@ -188,9 +188,6 @@ public:
 
     smxStatus_t run(void* workspace_pointer, void* y, const void* x, void* stream) const override {
         if (launch_count == 0) return SMX_STATUS_SUCCESS;
-        if (workspace > 0 && reinterpret_cast<std::uintptr_t>(workspace_pointer) % 16 != 0) {
-            return fail(SMX_STATUS_BAD_PARAM_ALIGNMENT, "workspace pointer {} is not 16-byte aligned", workspace_pointer);
-        }
         cuda::ScopedDevice device(device_id);
         SMX_RETURN_IF_ERROR(device.status());
         SoftmaxKernelArgs launch_args = args;

@@ -350,3 +350,24 @@ TEST_CASE("smxSoftmaxForward refuses x or y not aligned to its element size", "[
     CHECK(smxSoftmaxForward(desc64.desc, nullptr, 0, y_bytes + 4, x_bytes, nullptr) == SMX_STATUS_BAD_PARAM_ALIGNMENT);
     CHECK_THAT(last_error(), Contains("y pointer") && Contains("8 bytes, f64"));
 }
+
+TEST_CASE("smxSoftmaxForward refuses a workspace not aligned to 16 bytes, even one the plan does not use", "[api]") {
+    CpuHandle handle;
+    TensorDesc x(SMX_DTYPE_F32, {2, 3}, {});
+    SoftmaxDesc desc(handle.handle, SMX_SOFTMAX, 1, x.desc, x.desc);
+    REQUIRE(desc.status == SMX_STATUS_SUCCESS);
+    std::size_t workspace_bytes = 1;
+    REQUIRE(smxGetSoftmaxWorkspaceSize(desc.desc, &workspace_bytes) == SMX_STATUS_SUCCESS);
+    REQUIRE(workspace_bytes == 0);  // the CPU plan uses none
+    alignas(16) unsigned char workspace[64] = {};
+    std::vector<float> x_values = {1, 2, 3, 4, 5, 6}, y_values(6, -1.0f);
+    for (int offset : {1, 4, 8}) {
+        CHECK(smxSoftmaxForward(desc.desc, workspace + offset, 32, y_values.data(), x_values.data(), nullptr) ==
+              SMX_STATUS_BAD_PARAM_ALIGNMENT);
+        CHECK_THAT(last_error(), Contains("workspace pointer") && Contains("16-byte aligned"));
+    }
+    CHECK(y_values == std::vector<float>(6, -1.0f));  // refused before anything is written
+    CHECK(smxSoftmaxForward(desc.desc, workspace + 16, 32, y_values.data(), x_values.data(), nullptr) ==
+          SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxForward(desc.desc, nullptr, 0, y_values.data(), x_values.data(), nullptr) == SMX_STATUS_SUCCESS);
+}

@@ -85,6 +85,10 @@ TEST_CASE("cuda errors: a workspace below the queried size is refused; plans wit
                             SMX_STATUS_BAD_PARAM_WORKSPACE, {"workspace", std::to_string(workspace_bytes)});
             require_refusal(smxSoftmaxForward(desc.desc, nullptr, workspace_bytes, y_device.data(), x_device.data(), nullptr),
                             SMX_STATUS_BAD_PARAM_WORKSPACE, {"workspace"});
+            DeviceBuffer roomier(workspace_bytes + 16);  // room for the same size at a misaligned address
+            require_refusal(smxSoftmaxForward(desc.desc, static_cast<char*>(roomier.get()) + 8, workspace_bytes,
+                                              y_device.data(), x_device.data(), nullptr),
+                            SMX_STATUS_BAD_PARAM_ALIGNMENT, {"workspace pointer", "16-byte aligned"});
             SMX_REQUIRE_OK(smxSoftmaxForward(desc.desc, workspace.get(), workspace_bytes, y_device.data(), x_device.data(), nullptr));
         } else {
             SMX_REQUIRE_OK(smxSoftmaxForward(desc.desc, nullptr, 0, y_device.data(), x_device.data(), nullptr));

@@ -12,6 +12,10 @@
 
 namespace smx {
 
+// The alignment smxSoftmaxForward requires of a workspace pointer (CUDA plans keep 16-byte (max, sum)
+// pairs of doubles there).
+constexpr std::size_t kWorkspaceAlignment = 16;
+
 class SoftmaxPlan {
 public:
     virtual ~SoftmaxPlan() = default;
@@ -23,7 +27,7 @@ public:
     virtual const std::string& description() const = 0;
 
     // Computes y from x. Pointers are already checked (non-null when there is work, aligned, legal overlap)
-    // and the workspace holds at least workspace_bytes(). `stream` is a cudaStream_t or ignored (CPU).
+    // and the workspace holds at least workspace_bytes(), aligned to kWorkspaceAlignment. `stream` is a cudaStream_t or ignored (CPU).
     // On failure returns the status and sets the last error.
     virtual smxStatus_t run(void* workspace, void* y, const void* x, void* stream) const = 0;
 };
