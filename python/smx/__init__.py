@@ -37,8 +37,8 @@ def _axis(dim, ndim):
 
 def _problem(view, strides):
     """shape and strides for the C descriptor: a 0-d tensor becomes a 1-element 1-d tensor, and a tensor
-    with no elements gets row-major strides (NumPy gives such arrays zero strides, which libsmx would read
-    as an output overlapping itself)."""
+    with no elements gets row-major strides (NumPy gives such arrays zero strides; libsmx accepts any
+    strides there, and row-major ones keep the descriptor cache to one entry per empty shape)."""
     if not view.shape:
         return (1,), (1,)
     if 0 in view.shape:

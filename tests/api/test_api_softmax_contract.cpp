@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -296,6 +297,28 @@ TEST_CASE("smxSoftmaxForward refuses y partially overlapping x", "[api]") {
     }
     // Adjacent but disjoint is fine.
     CHECK(smxSoftmaxForward(desc.desc, nullptr, 0, buffer.data() + 20, buffer.data(), nullptr) == SMX_STATUS_SUCCESS);
+}
+
+TEST_CASE("the overlap message gives each tensor's byte range from its lowest byte, negative strides too", "[api]") {
+    CpuHandle handle;
+    TensorDesc x(SMX_DTYPE_F32, {4}, {}), y(SMX_DTYPE_F32, {4}, {-1});
+    SoftmaxDesc desc(handle.handle, SMX_SOFTMAX, 0, y.desc, x.desc);
+    REQUIRE(desc.status == SMX_STATUS_SUCCESS);
+    alignas(16) float buffer[8] = {};
+    // y starts at buffer[3] and walks down: its bytes are buffer[0..3], as are x's.
+    CHECK(smxSoftmaxForward(desc.desc, nullptr, 0, buffer + 3, buffer, nullptr) == SMX_STATUS_BAD_PARAM_OVERLAP);
+    char lowest[64];
+    std::snprintf(lowest, sizeof lowest, "%#llx..+16",
+                  static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(buffer)));
+    CHECK_THAT(last_error(), Contains(std::string("y (bytes ") + lowest) && Contains(std::string("x (bytes ") + lowest));
+}
+
+TEST_CASE("a zero-size y may have any strides, zero ones included: nothing is written", "[api]") {
+    CpuHandle handle;
+    TensorDesc x(SMX_DTYPE_F32, {0, 4, 6}, {}), y(SMX_DTYPE_F32, {0, 4, 6}, {24, 0, 1});
+    SoftmaxDesc desc(handle.handle, SMX_SOFTMAX, 1, y.desc, x.desc);
+    CHECK(desc.status == SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxForward(desc.desc, nullptr, 0, nullptr, nullptr, nullptr) == SMX_STATUS_SUCCESS);
 }
 
 TEST_CASE("in-place with the same layout is accepted and computes the right values", "[api]") {

@@ -229,11 +229,12 @@ smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const
     const auto y_last = static_cast<wide>(y_address) + static_cast<wide>(info.y.max_offset + 1) * y_size - 1;
     const bool ranges_meet = x_first <= y_last && y_first <= x_last;
     if (ranges_meet && !(x == y && info.same_layout)) {
+        // Each range from its lowest byte, which lies below the pointer where strides are negative.
         return fail(SMX_STATUS_BAD_PARAM_OVERLAP,
-                    "y (bytes {}..+{}) overlaps x (bytes {}..+{}) without being the same tensor: in-place needs "
-                    "y == x with identical strides and element size",
-                    static_cast<const void*>(y), static_cast<long long>(y_last - y_first + 1), x,
-                    static_cast<long long>(x_last - x_first + 1));
+                    "y (bytes {:#x}..+{}) overlaps x (bytes {:#x}..+{}) without being the same tensor: in-place "
+                    "needs y == x with identical strides and element size",
+                    static_cast<unsigned long long>(y_first), static_cast<long long>(y_last - y_first + 1),
+                    static_cast<unsigned long long>(x_first), static_cast<long long>(x_last - x_first + 1));
     }
     return SMX_STATUS_SUCCESS;
 }
