@@ -81,7 +81,10 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def _numpy_data_pointer(array):
-    return _ArrayInterfaceStruct.from_address(_capsule_pointer(array.__array_struct__, None)).data or 0
+    # The capsule owns the struct and frees it when collected: hold it while the struct is read (a
+    # temporary capsule dies as soon as PyCapsule_GetPointer returns, leaving .data read from freed memory).
+    capsule = array.__array_struct__
+    return _ArrayInterfaceStruct.from_address(_capsule_pointer(capsule, None)).data or 0
 
 
 def _from_numpy(array, view):

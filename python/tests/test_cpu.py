@@ -230,3 +230,28 @@ def test_log_callback_may_call_smx_itself(rng):
     assert_close(result[0], reference(x, 1, False), False)
     assert_close(nested[0], reference(x + 1.0, 1, False), False)
     assert messages, "the outer call's messages reach the callback"
+
+
+def test_numpy_pointers_survive_an_allocator_that_scribbles_on_freed_memory(tmp_path):
+    # Python's debug allocator overwrites freed memory: a data pointer read from a struct already freed
+    # (NumPy's __array_struct__ capsule collected too early) shows up as 0xdd... instead of the array.
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "scribble.py"
+    script.write_text(
+        "import numpy as np, smx\n"
+        "x = np.random.default_rng(1).standard_normal((6, 40)).astype(np.float32)\n"
+        "out = np.full((6, 40), np.nan, np.float32)\n"
+        "y = smx.softmax(x, 1)\n"
+        "smx.log_softmax(x, 1, out=out)\n"
+        "e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))\n"
+        "assert np.allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)\n"
+        "assert np.allclose(np.exp(out), y, rtol=1e-5, atol=1e-7)\n"
+        "print('ok')\n")
+    env = dict(os.environ, PYTHONMALLOC="debug")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(smx.__file__)),
+                                                    env.get("PYTHONPATH", "")] if p)
+    env.setdefault("SMX_LIBRARY", smx.library_path())
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
