@@ -141,6 +141,7 @@ def set_log_level(level):
 
 _log_callback_lock = threading.Lock()
 _log_callback = None  # the ctypes thunk libsmx calls: must stay referenced while installed
+_in_log_callback = threading.local()  # .active while this thread runs the callback
 
 
 def set_log_callback(callback):
@@ -148,11 +149,19 @@ def set_log_callback(callback):
 
     It may be called from any thread that calls smx. Turns logging on at 'info' unless a level was set."""
     global _log_callback
+    if getattr(_in_log_callback, "active", False):
+        # Refused before taking the lock: another thread may hold it while libsmx waits for this very
+        # callback to return (smxSetLogCallback waits for deliveries of the callback it replaces).
+        raise RuntimeError("smx.set_log_callback cannot be called from inside a log callback")
     if callback is None:
         thunk = ctypes.cast(None, LOG_CALLBACK)
     else:
         def thunk_body(level, message, _user_data):
-            callback(level, message.decode("utf-8", "replace"))
+            _in_log_callback.active = True
+            try:
+                callback(level, message.decode("utf-8", "replace"))
+            finally:
+                _in_log_callback.active = False
         thunk = LOG_CALLBACK(thunk_body)
     with _log_callback_lock:
         check(lib.smxSetLogCallback(thunk, None))

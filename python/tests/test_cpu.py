@@ -255,3 +255,41 @@ def test_numpy_pointers_survive_an_allocator_that_scribbles_on_freed_memory(tmp_
     env.setdefault("SMX_LIBRARY", smx.library_path())
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_set_log_callback_from_a_callback_raises_while_another_thread_replaces_it():
+    # Thread B's callback runs; the main thread starts replacing the callback (libsmx waits for B's
+    # delivery); B's callback then calls set_log_callback: it must raise, not wait for the main thread.
+    import threading
+    import time
+    in_callback = threading.Event()
+    seen = []
+
+    def callback(level, message):
+        if threading.current_thread().name != "B" or seen:
+            return
+        in_callback.set()
+        time.sleep(0.3)  # the main thread is inside set_log_callback by now
+        try:
+            smx.set_log_callback(None)
+            seen.append("returned")
+        except RuntimeError as error:
+            seen.append(str(error))
+
+    smx.set_log_callback(callback)
+    try:
+        smx.set_log_level("info")
+        smx._cache_clear()
+        worker = threading.Thread(target=lambda: smx.softmax(np.ones((2, 3), np.float32)), name="B", daemon=True)
+        worker.start()
+        assert in_callback.wait(timeout=30)
+        replacer = threading.Thread(target=smx.set_log_callback, args=(None,), daemon=True)
+        replacer.start()
+        replacer.join(timeout=30)
+        worker.join(timeout=30)
+        assert not replacer.is_alive() and not worker.is_alive(), "set_log_callback deadlocked"
+    finally:
+        smx.set_log_level("off")
+        if not any(t.is_alive() for t in threading.enumerate() if t.name == "B"):
+            smx.set_log_callback(None)
+    assert seen and "inside a log callback" in seen[0], seen
