@@ -89,7 +89,7 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     """softmax of `x` along `dim`: exp(x - max) / sum(exp(x - max)), with PyTorch's semantics.
 
     x: a NumPy array (CPU), a torch tensor (CPU or CUDA), or a CUDA array exposing
-       __cuda_array_interface__ or __dlpack__ (CuPy, Numba, JAX), of float16, bfloat16, float32 or float64.
+       __cuda_array_interface__ or __dlpack__ (CuPy, Numba, ...), of float16, bfloat16, float32 or float64.
     dim: the axis, negative counting from the end; a 0-d x takes dim -1 or 0.
     dtype: the result's dtype (numpy/torch dtype or 'float16', 'bfloat16', 'float32', 'float64');
        float16/bfloat16/float32 go to any of those three (computed in float32), float64 only to float64.

@@ -2,7 +2,7 @@
 dtype; plus allocating results and workspaces in the array's own library.
 
 Sources, cheapest first: NumPy arrays (CPU), torch.Tensor (read directly when torch is imported),
-objects with __cuda_array_interface__ (CuPy, Numba, ...), objects with __dlpack__ (JAX, ...)."""
+objects with __cuda_array_interface__ (CuPy, Numba, ...), objects with __dlpack__."""
 
 import ctypes
 import sys
@@ -199,7 +199,10 @@ def describe(obj, stream, writable):
         if torch is not None and isinstance(obj, torch.Tensor):
             _from_torch(obj, stream, view, torch)
         else:
-            interface = getattr(obj, "__cuda_array_interface__", None)
+            try:
+                interface = getattr(obj, "__cuda_array_interface__", None)
+            except Exception:  # JAX raises (not AttributeError) for CPU and bfloat16 buffers: try DLPack
+                interface = None
             if interface is None or not _from_cuda_array_interface(obj, interface, stream, view):
                 if hasattr(obj, "__dlpack__"):
                     _from_dlpack(obj, stream, writable, view)

@@ -257,6 +257,31 @@ def test_numpy_pointers_survive_an_allocator_that_scribbles_on_freed_memory(tmp_
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+class _RaisingInterfaceArray:
+    """Like a JAX array on the CPU: __cuda_array_interface__ raises (not AttributeError), DLPack works."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        raise RuntimeError("INVALID_ARGUMENT: __cuda_array_interface__ is only defined for NVidia GPU buffers")
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_an_interface_property_that_raises_falls_back_to_dlpack(rng):
+    x = random_array(rng, (5, 19), "float32")
+    out = np.full((5, 19), np.nan, np.float32)
+    result = smx.softmax(_RaisingInterfaceArray(x), 1, out=_RaisingInterfaceArray(out))
+    assert isinstance(result, _RaisingInterfaceArray)
+    assert_close(out, reference(x, 1, False), False)
+
+
 def test_set_log_callback_from_a_callback_raises_while_another_thread_replaces_it():
     # Thread B's callback runs; the main thread starts replacing the callback (libsmx waits for B's
     # delivery); B's callback then calls set_log_callback: it must raise, not wait for the main thread.
