@@ -248,10 +248,17 @@ def empty_like_layout(obj, view, shape, code):
         return np.empty(ordered_shape, _dtypes.to_numpy(code)).transpose(inverse)
     if library == "torch":
         torch = sys.modules["torch"]
-        return torch.empty(ordered_shape, dtype=_dtypes.to_torch(code), device=obj.device).permute(inverse)
+        result = torch.empty(ordered_shape, dtype=_dtypes.to_torch(code), device=obj.device).permute(inverse)
+        if view.device_type == CUDA and view.stream != torch.cuda.current_stream(obj.device).cuda_stream:
+            # Allocated on the current stream, written on view.stream: if the caller drops the result
+            # before the kernel runs, the allocator must not hand its block to the current stream's next
+            # allocation while smx still writes it.
+            result.record_stream(_torch_stream(torch, view))
+        return result
     if library == "cupy":
         cupy = sys.modules["cupy"]
-        with cupy.cuda.Device(view.device_id):
+        # From the pool of the stream smx writes it on (as the workspace), for the same reason.
+        with cupy.cuda.Device(view.device_id), _cupy_stream(cupy, view):
             return cupy.empty(ordered_shape, _dtypes.to_numpy(code)).transpose(inverse)
     raise TypeError(f"smx cannot allocate a result in {library} ({type(obj).__qualname__}); "
                     "pass out= (an array of the same shape on the same device)")
@@ -270,6 +277,19 @@ def workspace(view, nbytes):
     return owner, (address + _WORKSPACE_ALIGNMENT - 1) // _WORKSPACE_ALIGNMENT * _WORKSPACE_ALIGNMENT
 
 
+def _torch_stream(torch, view):
+    """view.stream (a CUDA launch stream) as a torch stream object of view's device."""
+    device = torch.device("cuda", view.device_id)
+    if view.stream in (0, 1):  # 1: the legacy default stream's explicit handle
+        return torch.cuda.default_stream(device)
+    return torch.cuda.ExternalStream(view.stream, device=device)
+
+
+def _cupy_stream(cupy, view):
+    """view.stream as a CuPy stream object (enter it to allocate from its pool)."""
+    return cupy.cuda.Stream.null if view.stream in (0, 1) else cupy.cuda.ExternalStream(view.stream)
+
+
 def _cuda_workspace(view, nbytes):
     torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
     if view.library == "torch" or (view.library != "cupy" and torch is not None and torch.cuda.is_available()):
@@ -277,15 +297,11 @@ def _cuda_workspace(view, nbytes):
         if view.stream == torch.cuda.current_stream(device).cuda_stream:
             owner = torch.empty(nbytes, dtype=torch.uint8, device=device)
         else:
-            is_default = view.stream in (0, 1)  # 1: the legacy default stream's explicit handle
-            stream = torch.cuda.default_stream(device) if is_default else torch.cuda.ExternalStream(
-                view.stream, device=device)
-            with torch.cuda.stream(stream):
+            with torch.cuda.stream(_torch_stream(torch, view)):
                 owner = torch.empty(nbytes, dtype=torch.uint8, device=device)
         return owner, owner.data_ptr()
     if cupy is not None:
-        stream = cupy.cuda.Stream.null if view.stream in (0, 1) else cupy.cuda.ExternalStream(view.stream)
-        with cupy.cuda.Device(view.device_id), stream:
+        with cupy.cuda.Device(view.device_id), _cupy_stream(cupy, view):
             owner = cupy.empty(nbytes, np.uint8)
         return owner, owner.data.ptr
     raise RuntimeError(f"this problem needs {nbytes} bytes of CUDA workspace and smx allocates it through "

@@ -150,6 +150,29 @@ def test_explicit_stream_argument(generator, spelling):
     assert_matches_torch(out, x, -1, True)
 
 
+def test_a_result_dropped_right_after_a_stream_call_is_not_reused_under_its_kernel(generator):
+    # The result is allocated on the current stream and written on `side`, whose kernel is held back by a
+    # sleep. Dropped at once, its block must not go to the next allocation of the same size on the
+    # current stream while smx still writes it: that tensor must stay all zeros. The current stream is a
+    # created one: the legacy default stream would wait for `side` by itself and hide the hazard.
+    x = random_tensor(generator, (2048, 4096), "float32")
+    current, side = torch.cuda.Stream(), torch.cuda.Stream()
+    current.wait_stream(torch.cuda.current_stream())
+    side.wait_stream(torch.cuda.current_stream())
+    # Warm-up: the first launch of a kernel loads its module, which waits for the whole GPU and would hide
+    # the hazard (smx's kernel, and torch's fill behind zeros).
+    smx.softmax(x, stream=side)
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(current):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(500_000_000)  # ~0.25 s of GPU time before smx's kernel runs
+        smx.softmax(x, stream=side)  # result dropped at once
+        z = torch.zeros(2048, 4096, device="cuda")
+    torch.cuda.synchronize()
+    assert int(torch.count_nonzero(z)) == 0
+
+
 def test_plan_names_the_cuda_backend(generator):
     assert smx.plan(random_tensor(generator, (128, 1024), "float16")).startswith("cuda")
 
