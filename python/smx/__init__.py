@@ -82,6 +82,8 @@ def _forward(x, dim, dtype, out, stream, mode):
     check(lib.smxSoftmaxForward(descriptor.pointer, workspace, descriptor.workspace_bytes, y_view.pointer,
                                 x_view.pointer, x_view.stream))
     del workspace_owner  # safe once enqueued: CPU work is done, CUDA pools are ordered on x_view.stream
+    if out is not None and y_view.library == "torch":
+        _arrays.mark_torch_tensor_written(out)
     return y
 
 

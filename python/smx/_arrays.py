@@ -218,6 +218,16 @@ def describe(obj, stream, writable):
     return view
 
 
+def mark_torch_tensor_written(tensor):
+    """Bumps the version counter of a torch tensor smx wrote through its pointer, as any in-place torch
+    op does: autograd then refuses a backward that needs the values it held before (instead of computing
+    a wrong gradient). Inference tensors have no version counter."""
+    torch = sys.modules["torch"]
+    increment_version = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
+    if increment_version is not None and not tensor.is_inference():
+        increment_version(tensor)
+
+
 def _dim_order(strides):
     """Dims from outermost to innermost by |stride| (ties keep their order), i.e. the memory order."""
     return sorted(range(len(strides)), key=lambda dim: -abs(strides[dim]))

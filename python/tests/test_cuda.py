@@ -173,6 +173,21 @@ def test_a_result_dropped_right_after_a_stream_call_is_not_reused_under_its_kern
     assert int(torch.count_nonzero(z)) == 0
 
 
+def test_writing_a_tensor_saved_for_backward_makes_backward_refuse(generator):
+    z = random_tensor(generator, (4, 64), "float32").requires_grad_()
+    h = torch.sigmoid(z)  # sigmoid saves its output for backward
+    before = h._version
+    smx.softmax(h.detach(), out=h.detach())  # in place through a detached view: same version counter
+    assert h._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        h.sum().backward()
+    with torch.inference_mode():  # inference tensors have no version counter: nothing to bump
+        t = random_tensor(generator, (4, 64), "float32")
+        expected = torch.softmax(t.double(), -1)
+        smx.softmax(t, out=t)
+        assert torch.allclose(t.double(), expected, rtol=1e-5, atol=1e-7)
+
+
 def test_plan_names_the_cuda_backend(generator):
     assert smx.plan(random_tensor(generator, (128, 1024), "float16")).startswith("cuda")
 
