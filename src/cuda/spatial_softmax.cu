@@ -189,7 +189,7 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
             running_max[k] = max_skip_nan(old_max, chunk_max[k]);
             const float shift = shift_of(running_max[k]);
             fast = fast && fast_exp_applies(shift);
-            const float new_scaled_shift = shift * kLog2e;
+            const float new_scaled_shift = __fmul_rn(shift, kLog2e);  // rounded: never fused into the sub below
             // The sum so far moves to the new shift when the max grows: times 2^(S_old - S_new), the two
             // rounded shifts its terms were and will be taken against (a factor <= 1). Not
             // 2^(old_max * log2(e) - S_new): contracted into an FMA, that product goes unrounded and misses
