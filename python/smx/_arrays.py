@@ -123,9 +123,10 @@ def _cuda_device_of_pointer(pointer):
     """The ordinal of the CUDA device that owns `pointer`, asked of the CUDA driver."""
     global _libcuda
     if _libcuda is None:
-        _libcuda = ctypes.CDLL("libcuda.so.1")
-        _libcuda.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
-        _libcuda.cuPointerGetAttribute.restype = ctypes.c_int
+        driver = ctypes.CDLL("libcuda.so.1")  # published only once typed: another thread may call it at once
+        driver.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+        driver.cuPointerGetAttribute.restype = ctypes.c_int
+        _libcuda = driver
     ordinal = ctypes.c_int(-1)
     attribute_device_ordinal = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
     result = _libcuda.cuPointerGetAttribute(ctypes.byref(ordinal), attribute_device_ordinal, pointer)
