@@ -130,7 +130,7 @@ CheckResult check_against_reference(BenchDevice& device, smxHandle_t cpu_handle,
     }
 
     const double rtol = relative_tolerance(dtypes.y);
-    const double underflow_slack = smallest_normal(dtypes.y);
+    const double slack = underflow_slack(dtypes.y);
     const bool log_mode = mode == SMX_LOG_SOFTMAX;
     const std::int64_t rows_per_batch = std::max<std::int64_t>(1, batch_elements / geometry.row_len);
     std::vector<unsigned char> x_rows, y_rows;
@@ -159,7 +159,7 @@ CheckResult check_against_reference(BenchDevice& device, smxHandle_t cpu_handle,
             } else if (!std::isfinite(got)) {
                 ratio = HUGE_VAL;  // NaN here is an unwritten (poisoned) or wrong output
             } else {
-                const double allowed = log_mode ? rtol * (std::fabs(expected) + 1.0) : rtol * std::fabs(expected) + underflow_slack;
+                const double allowed = log_mode ? rtol * (std::fabs(expected) + 1.0) : rtol * std::fabs(expected) + slack;
                 ratio = std::fabs(got - expected) / allowed;
             }
             if (ratio > result.max_error_ratio || result.detail.empty()) {

@@ -143,9 +143,9 @@ void store_from_double(void* data, smxDataType_t dtype, std::int64_t index, doub
     }
 }
 
-double smallest_normal(smxDataType_t dtype) {
+double underflow_slack(smxDataType_t dtype) {
     switch (dtype) {
-        case SMX_DTYPE_F16: return std::ldexp(1.0, -14);
+        case SMX_DTYPE_F16: return std::ldexp(1.0, -24);
         case SMX_DTYPE_BF16:
         case SMX_DTYPE_F32: return static_cast<double>(std::numeric_limits<float>::min());
         case SMX_DTYPE_F64: return std::numeric_limits<double>::min();

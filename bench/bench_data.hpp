@@ -25,8 +25,10 @@ double load_as_double(const void* data, smxDataType_t dtype, std::int64_t index)
 // Writes `value` rounded to `dtype` (round to nearest, ties to even) into element `index`.
 void store_from_double(void* data, smxDataType_t dtype, std::int64_t index, double value);
 
-// The smallest positive normal value of a dtype: the absolute slack for softmax outputs that underflow.
-double smallest_normal(smxDataType_t dtype);
+// The absolute slack for softmax outputs too small for y's dtype: f16's smallest subnormal (2^-24; it
+// keeps gradual underflow, so its smallest normal would excuse zeroing most outputs of a long row), else
+// the smallest normal (f32 and bf16 outputs below float32's may be flushed to 0).
+double underflow_slack(smxDataType_t dtype);
 
 // Fills `count` elements of `dtype` at `data` with pseudo-normal values of standard deviation ~3 (the
 // spread the tests use), rounded to the dtype. Element i's value depends only on (seed, first_index + i),
