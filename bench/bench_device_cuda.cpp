@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 #include "bench_device.hpp"
@@ -37,18 +38,27 @@ public:
 
     void open() { open_.store(true, std::memory_order_release); }
 
+    // Whether the gate let the stream go at its deadline, before open(): the calls queued after that point
+    // ran as they were enqueued, so their intervals may hold host time. Valid once the stream has passed it.
+    bool expired() const { return expired_.load(std::memory_order_acquire); }
+
 private:
     static void CUDART_CB wait_until_open(void* self) {
         auto* gate = static_cast<StreamGate*>(self);
         // A deadline, because an enqueue that blocks on a full launch queue would otherwise never return.
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-        while (!gate->open_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+        while (!gate->open_.load(std::memory_order_acquire)) {
+            if (std::chrono::steady_clock::now() >= deadline) {
+                gate->expired_.store(true, std::memory_order_release);
+                return;
+            }
             std::this_thread::yield();
         }
     }
 
     cudaStream_t stream_;
     std::atomic<bool> open_{false};
+    std::atomic<bool> expired_{false};
 };
 
 // `count` timing events, destroyed with the object.
@@ -142,16 +152,18 @@ public:
 
     std::vector<double> time_each(const std::function<void(int)>& launch, int calls) override {
         EventSet events(calls + 1);  // call i runs between events i and i+1
-        {
-            StreamGate gate(stream_);
-            check_cuda(cudaEventRecord(events[0], stream_), "cudaEventRecord");
-            for (int call = 0; call < calls; ++call) {
-                launch(call);
-                check_cuda(cudaEventRecord(events[call + 1], stream_), "cudaEventRecord");
-            }
-            gate.open();
+        StreamGate gate(stream_);
+        check_cuda(cudaEventRecord(events[0], stream_), "cudaEventRecord");
+        for (int call = 0; call < calls; ++call) {
+            launch(call);
+            check_cuda(cudaEventRecord(events[call + 1], stream_), "cudaEventRecord");
         }
+        gate.open();
         synchronize();
+        if (gate.expired()) {
+            throw std::runtime_error("the stream gate opened at its 2 s deadline, before every timed call was "
+                                     "enqueued: the intervals could hold host time");
+        }
         return events.intervals_us();
     }
 
