@@ -185,6 +185,8 @@ class Timer:
     def __init__(self):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         cycles = 10_000_000
+        torch.cuda._sleep(cycles)  # the first launch loads the kernel's module: not part of the calibration
+        torch.cuda.synchronize()
         start.record()
         torch.cuda._sleep(cycles)
         stop.record()
@@ -192,20 +194,30 @@ class Timer:
         self.cycles_per_us = cycles / (start.elapsed_time(stop) * 1000.0)
 
     def time_each(self, call, calls, warmup):
-        """call(i) for warm-up then `calls` timed calls; returns microseconds per timed call."""
+        """call(i) for warm-up then `calls` timed calls; returns microseconds per timed call. If the hold
+        ended before the batch was enqueued (the first event had already completed when the last call was
+        queued), host time could show as device time: the batch is timed again with a longer hold."""
         host_start = time.perf_counter()
         for i in range(warmup):
             call(i)
         host_us = (time.perf_counter() - host_start) * 1e6 / max(warmup, 1)
         torch.cuda.synchronize()
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
-        # Hold the GPU for 1.5x the host time of enqueueing the batch (plus a margin).
-        torch.cuda._sleep(int(self.cycles_per_us * (1.5 * host_us * calls + 200.0)))
-        events[0].record()
-        for i in range(calls):
-            call(warmup + i)
-            events[i + 1].record()
-        torch.cuda.synchronize()
+        margin = 1.5
+        for _ in range(4):
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
+            # Hold the GPU for `margin` x the host time of enqueueing the batch (plus 200 us).
+            torch.cuda._sleep(int(self.cycles_per_us * (margin * host_us * calls + 200.0)))
+            events[0].record()
+            for i in range(calls):
+                call(warmup + i)
+                events[i + 1].record()
+            held = not events[0].query()
+            torch.cuda.synchronize()
+            if held:
+                break
+            margin *= 4
+        else:
+            raise RuntimeError("the GPU could not be held while the timed calls were enqueued")
         return [1000.0 * events[i].elapsed_time(events[i + 1]) for i in range(calls)]
 
 
@@ -267,8 +279,9 @@ def check_against_float64(y, x, dim, log_mode, generator):
     rows = xr.shape[0]
     sampled = x.numel() > FULL_CHECK_MAX_ELEMENTS and rows > SAMPLED_RANDOM_ROWS + 2
     if sampled:
-        picks = torch.randint(0, rows, (SAMPLED_RANDOM_ROWS,), device="cuda", generator=generator)
-        index = torch.unique(torch.cat([torch.tensor([0, rows - 1], device="cuda"), picks]))
+        # The first, the last and SAMPLED_RANDOM_ROWS distinct others, as smx-bench checks.
+        picks = torch.randperm(rows - 2, device="cuda", generator=generator)[:SAMPLED_RANDOM_ROWS] + 1
+        index = torch.sort(torch.cat([torch.tensor([0, rows - 1], device="cuda"), picks])).values
         xr, yr = xr[index], yr[index]
     ref = (torch.log_softmax if log_mode else torch.softmax)(xr.double(), -1)
     got = yr.double()
@@ -327,12 +340,20 @@ def measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, re
         return
 
     calls, warmup = calls_for(nbytes / copy_bps * 1e6, args.quick)
+    record.update(calls=calls, buffers=count)
     smx_times = summary(timer.time_each(lambda i: smx_op(inputs[i % count], dim, out=outputs[i % count]),
                                         calls, warmup))
     record.update(smx_us=smx_times["median"], smx_min_us=smx_times["min"], smx_p90_us=smx_times["p90"])
 
     eager, record["torch_note"] = torch_function(op, x_dtype, y_dtype)
-    record["torch_us"] = summary(timer.time_each(lambda i: eager(inputs[i % count], dim), calls, warmup))["median"]
+    # torch allocates each result: keep the last `count` alive, so that its outputs rotate over as many
+    # buffers as smx's (a result dropped at once hands the same, L2-resident block to the next call).
+    kept = [None] * count
+
+    def eager_kept(i):
+        kept[i % count] = eager(inputs[i % count], dim)
+
+    record["torch_us"] = summary(timer.time_each(eager_kept, calls, warmup))["median"]
 
     if not args.no_compile:
         torch._dynamo.reset()  # a fresh cache per case: no recompile limit, no silent fallback to eager
@@ -346,11 +367,14 @@ def measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, re
             if compile_s > args.compile_limit_s:
                 record["compile_note"] = f"compile took {compile_s:.0f} s > {args.compile_limit_s:.0f} s: skipped"
             else:
-                record["torch_compile_us"] = summary(
-                    timer.time_each(lambda i: compiled(inputs[i % count], dim), calls, warmup))["median"]
+                def compiled_kept(i):
+                    kept[i % count] = compiled(inputs[i % count], dim)
+
+                record["torch_compile_us"] = summary(timer.time_each(compiled_kept, calls, warmup))["median"]
         except Exception as error:  # noqa: BLE001 - any compile failure is reported, not fatal
             record["compile_note"] = f"torch.compile failed: {type(error).__name__}: {str(error)[:200]}"
 
+    kept.clear()
     if item["group"] == "decode":
         record["graph_us"] = graph_time(timer, lambda i: smx_op(inputs[i], dim, out=outputs[i]), count, args, record)
         record["torch_graph_us"] = graph_time(timer, lambda i: eager(inputs[i], dim), count, args, record)
@@ -368,10 +392,12 @@ def graph_time(timer, call, count, args, record):
                 call(i % captured)
         torch.cuda.current_stream().wait_stream(side)
         with torch.cuda.graph(graph):
-            for i in range(captured):
-                call(i)
+            # Results kept alive through the capture: each call gets its own output in the graph's pool,
+            # as smx writes its own `out` per input (dropped, the pool would hand every call one block).
+            results = [call(i) for i in range(captured)]
         replays = 5 if args.quick else 10
         micros = timer.time_each(lambda i: graph.replay(), replays, 2)
+        del results  # the graph's outputs: alive until it has been timed
         return summary(micros)["median"] / captured
     except Exception as error:  # noqa: BLE001
         record["error"] = f"graph capture failed: {type(error).__name__}: {str(error)[:200]}"
@@ -389,6 +415,7 @@ def pct(us, nbytes, copy_bps):
 def finish_record(record, copy_bps, meta):
     nbytes = record["bytes"]
     record["smx_pct_of_copy"] = pct(record["smx_us"], nbytes, copy_bps)
+    record["tbps"] = None if record["smx_us"] is None else nbytes / (record["smx_us"] * 1e-6) / 1e12
     record["torch_pct_of_copy"] = pct(record["torch_us"], nbytes, copy_bps)
     record["torch_compile_pct_of_copy"] = pct(record["torch_compile_us"], nbytes, copy_bps)
     record["speedup"] = (record["torch_us"] / record["smx_us"]) if record["smx_us"] and record["torch_us"] else None
