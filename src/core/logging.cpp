@@ -85,14 +85,23 @@ protected:
             std::fprintf(stderr, "[smx %s] %s\n", spdlog::level::to_string_view(msg.level).data(), text.c_str());
             return;
         }
-        // smx calls made by the callback must not change the last error its caller is about to read.
-        const std::string last_error = smxGetLastErrorMessage();
-        t_in_callback = true;
+        // Ends the delivery even if the callback throws (spdlog catches what a sink throws, so the process
+        // goes on): the flag is cleared, the caller's last error restored (smx calls made by the callback
+        // must not change the one its caller is about to read) and the delivery counted out.
+        struct Delivery {
+            unsigned slot;
+            std::string last_error = smxGetLastErrorMessage();
+            explicit Delivery(unsigned s) : slot(s) { t_in_callback = true; }
+            ~Delivery() {
+                t_in_callback = false;
+                set_last_error(std::move(last_error));
+                std::lock_guard<std::mutex> lock(g_callback_mutex);
+                if (--g_callback_deliveries[slot] == 0) g_callback_done.notify_all();
+            }
+            Delivery(const Delivery&) = delete;
+            Delivery& operator=(const Delivery&) = delete;
+        } delivery(slot);
         callback(from_spdlog(msg.level), text.c_str(), user_data);
-        t_in_callback = false;
-        set_last_error(last_error);
-        std::lock_guard<std::mutex> lock(g_callback_mutex);
-        if (--g_callback_deliveries[slot] == 0) g_callback_done.notify_all();
     }
     void flush_() override {}
 };

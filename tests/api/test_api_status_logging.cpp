@@ -9,6 +9,7 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -282,6 +283,27 @@ TEST_CASE("once smxSetLogCallback returns, the callback it replaced is running n
     REQUIRE(smxSetLogCallback(nullptr, nullptr) == SMX_STATUS_SUCCESS);
     CHECK(slow.finished.load());
     logging_thread.join();
+}
+
+TEST_CASE("a callback that throws ends its delivery: the callback can still be replaced", "[api][logging]") {
+    LogDefaultsGuard restore;
+    struct Throwing {
+        static void callback(smxLogLevel_t, const char*, void*) { throw std::runtime_error("from the callback"); }
+    };
+    REQUIRE(smxSetLogLevel(SMX_LOG_DEBUG) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetLogCallback(&Throwing::callback, nullptr) == SMX_STATUS_SUCCESS);
+    {
+        StderrCapture quiet;  // spdlog reports what a sink threw on standard error
+        smxHandle_t handle = nullptr;
+        CHECK(smxCreate(&handle, SMX_DEVICE_CPU, 3) == SMX_STATUS_BAD_PARAM_DEVICE);
+    }
+    CHECK_THAT(last_error(), Contains("CPU device id 3"));
+    LogCapture capture;
+    CHECK(smxSetLogCallback(&LogCapture::callback, &capture) == SMX_STATUS_SUCCESS);  // would wait for ever
+    smxHandle_t handle = nullptr;
+    CHECK(smxCreate(&handle, SMX_DEVICE_CPU, 4) == SMX_STATUS_BAD_PARAM_DEVICE);
+    CHECK(capture.count(SMX_LOG_DEBUG, "CPU device id 4") == 1);  // messages still flow on this thread
+    CHECK(smxSetLogCallback(nullptr, nullptr) == SMX_STATUS_SUCCESS);
 }
 
 // Hidden: needs a process where no level was ever chosen and SMX_LOG_LEVEL is unset (CTest runs it so).
