@@ -98,7 +98,7 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     out: write here instead of allocating (same library, device and shape; out=x works in place).
     stream: the CUDA stream to enqueue on (int handle or stream object); default: torch's current stream
        for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default.
-       CUDA calls return without waiting, like any kernel launch. Ignored on the CPU.
+       CUDA calls return without waiting, like any kernel launch. Checked, then ignored, on the CPU.
     Returns out, or a new array in x's library with x's dimension order."""
     return _forward(x, dim, dtype, out, stream, _SOFTMAX)
 

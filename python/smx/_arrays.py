@@ -36,6 +36,8 @@ def library_of(obj):
 def stream_handle(stream):
     """A stream argument as a cudaStream_t integer: an int, or an object with .cuda_stream (PyTorch),
     __cuda_stream__ (the CUDA stream protocol), .ptr (CuPy) or .handle (Numba)."""
+    if isinstance(stream, bool):
+        raise TypeError(f"stream={stream!r} is a bool, not a CUDA stream handle")
     if isinstance(stream, int):
         if stream < 0:
             raise ValueError(f"stream={stream} is not a CUDA stream handle")

@@ -318,3 +318,11 @@ def test_set_log_callback_from_a_callback_raises_while_another_thread_replaces_i
         if not any(t.is_alive() for t in threading.enumerate() if t.name == "B"):
             smx.set_log_callback(None)
     assert seen and "inside a log callback" in seen[0], seen
+
+
+
+def test_a_bool_is_not_a_stream_handle(rng):
+    # True would otherwise pass as handle 1 (the legacy default stream); checked on every device, as every
+    # stream= argument is, so a call valid on the CPU is valid on a GPU.
+    with pytest.raises(TypeError, match="bool"):
+        smx.softmax(random_array(rng, (2, 3), "float32"), stream=True)
