@@ -40,18 +40,17 @@ __global__ void __launch_bounds__(256) general_softmax(const SoftmaxKernelArgs a
         const X* x_row = x + x_offset;
         Y* y_row = y + y_offset;
 
-        Stats<C> stats = empty_stats<C>();
-        if (row_valid) {
-            for (std::int64_t j = lane; j < args.row_len; j += static_cast<std::int64_t>(group_size) * kGeneralUnroll) {
-                C values[kGeneralUnroll];
+        const std::int64_t row_end = row_valid ? args.row_len : 0;  // an invalid row adds nothing
+        const std::int64_t step = static_cast<std::int64_t>(group_size) * kGeneralUnroll;
+        Stats<C> stats = segmented_stats<C>(lane, row_end, step, [&](std::int64_t j, Stats<C>& segment) {
+            C values[kGeneralUnroll];
 #pragma unroll
-                for (int u = 0; u < kGeneralUnroll; ++u) {
-                    const std::int64_t position = j + static_cast<std::int64_t>(u) * group_size;
-                    values[u] = position < args.row_len ? to_compute(x_row[position * args.x_axis_stride]) : neg_inf<C>();
-                }
-                add_chunk<kGeneralUnroll>(stats, values);
+            for (int u = 0; u < kGeneralUnroll; ++u) {
+                const std::int64_t position = j + static_cast<std::int64_t>(u) * group_size;
+                values[u] = position < args.row_len ? to_compute(x_row[position * args.x_axis_stride]) : neg_inf<C>();
             }
-        }
+            add_chunk<kGeneralUnroll>(segment, values);
+        });
         stats = whole_block ? block_combine_stats(stats, scratch) : warp_combine_stats(stats);
         if (!row_valid) continue;
 

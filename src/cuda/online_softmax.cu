@@ -74,18 +74,16 @@ __device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack>
     if (stats.sum != stats.sum) stats.max = stats.sum;  // the Stats invariant: a NaN sum makes a NaN max
 }
 
-// This thread's share of the statistics of x[0, count), threads striding; any alignment.
-template <class X, class C = ComputeType<X>>
+// This thread's share of the statistics of x[0, count), threads striding; any alignment. kShortRange: a
+// split-row chunk (a few loop steps a thread), summed in one loop; a whole row is summed in segments
+// (segmented_stats), which cost split-row's chunks 1-3% (perf-notes run 165) and bring them nothing.
+template <bool kShortRange, class X, class C = ComputeType<X>>
 __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, int tid, int threads) {
     constexpr int kPack = kPackOf<X>;
     const RangeSplit split = split_range<kPack>(x, count);
-    Stats<C> stats = empty_stats<C>();
-    if (tid < split.head) {
-        const C value = to_compute(x[tid]);
-        add_chunk<1>(stats, &value);
-    }
     const X* body = x + split.head;
-    for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kRangeUnroll) {
+    const std::int64_t step = static_cast<std::int64_t>(threads) * kRangeUnroll;
+    const auto add_step_at = [&](std::int64_t p, Stats<C>& segment) {
         if constexpr (sizeof(X) == 2) {
             Packed<X, kPack> raw[kRangeUnroll];
             bool loaded[kRangeUnroll];
@@ -95,7 +93,7 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
                 loaded[u] = pack < split.packs;
                 if (loaded[u]) raw[u] = *reinterpret_cast<const Packed<X, kPack>*>(body + pack * kPack);
             }
-            add_step(stats, raw, loaded);
+            add_step(segment, raw, loaded);
         } else {
             // f32 / f64: widened at the load, the step's values padded with -inf (32 registers for f32;
             // add_step took 40 and was no faster, run 42).
@@ -110,8 +108,23 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
                     for (int k = 0; k < kPack; ++k) values[u * kPack + k] = neg_inf<C>();
                 }
             }
-            add_chunk<kRangeUnroll * kPack>(stats, values);
+            add_chunk<kRangeUnroll * kPack>(segment, values);
         }
+    };
+    // The unaligned head (under kPack elements, one per thread).
+    const auto add_head = [&](Stats<C>& into) {
+        if (tid < split.head) {
+            const C value = to_compute(x[tid]);
+            add_chunk<1>(into, &value);
+        }
+    };
+    Stats<C> stats = empty_stats<C>();
+    if constexpr (kShortRange) {
+        add_head(stats);
+        for (std::int64_t p = tid; p < split.packs; p += step) add_step_at(p, stats);
+    } else {
+        stats = segmented_stats<C>(tid, split.packs, step, add_step_at);
+        add_head(stats);
     }
     for (std::int64_t k = split.tail + tid; k < count; k += threads) {
         const C value = to_compute(x[k]);
@@ -223,7 +236,7 @@ __global__ void __launch_bounds__(512) block_online_softmax(const SoftmaxKernelA
     Y* y = static_cast<Y*>(args.y);
     for (std::int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
         const X* x_row = x + row * args.x_row_stride;
-        Stats<C> stats = range_stats(x_row, args.row_len, threadIdx.x, blockDim.x);
+        Stats<C> stats = range_stats<false>(x_row, args.row_len, threadIdx.x, blockDim.x);
         // 16-bit x: the write's first loads go out before the statistics are combined (bf16 rows 10-22%
         // faster, run 43). f32 x lost 1-2% that way (64-69 registers), so it loads them after.
         constexpr bool kPreload = sizeof(X) == 2;
@@ -256,7 +269,7 @@ __global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(
     const std::int64_t count = chunk_count(args, chunk);
     for (std::int64_t row = blockIdx.y; row < args.rows; row += gridDim.y) {
         const X* x_chunk = x + row * args.x_row_stride + chunk * args.slice_len;
-        Stats<C> stats = range_stats(x_chunk, count, threadIdx.x, blockDim.x);
+        Stats<C> stats = range_stats<true>(x_chunk, count, threadIdx.x, blockDim.x);
         stats = block_combine_stats(stats, scratch);
         if (threadIdx.x == 0) partials[row * args.chunks + chunk] = stats;
     }

@@ -558,19 +558,17 @@ __global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKern
         const X* x_column = x + outer * args.x_outer_stride + (column_valid ? column : 0);
         Y* y_column = y + outer * args.y_outer_stride + (column_valid ? column : 0);
 
-        Stats<C> stats = empty_stats<C>();
-        if (column_valid) {
-            for (std::int64_t j = axis_first; j < args.row_len; j += axis_step * kSpatialUnroll) {
-                C values[kSpatialUnroll];
+        const std::int64_t column_end = column_valid ? args.row_len : 0;  // an invalid column adds nothing
+        Stats<C> stats = segmented_stats<C>(axis_first, column_end, axis_step * kSpatialUnroll,
+                                            [&](std::int64_t j, Stats<C>& segment) {
+            C values[kSpatialUnroll];
 #pragma unroll
-                for (int u = 0; u < kSpatialUnroll; ++u) {
-                    const std::int64_t position = j + u * axis_step;
-                    values[u] = position < args.row_len ? to_compute(x_column[position * args.x_axis_stride])
-                                                        : neg_inf<C>();
-                }
-                add_chunk<kSpatialUnroll>(stats, values);
+            for (int u = 0; u < kSpatialUnroll; ++u) {
+                const std::int64_t position = j + u * axis_step;
+                values[u] = position < args.row_len ? to_compute(x_column[position * args.x_axis_stride]) : neg_inf<C>();
             }
-        }
+            add_chunk<kSpatialUnroll>(segment, values);
+        });
         // Lanes of one column within a warp differ by multiples of W: fold them, then fold across warps.
         stats = warp_combine_stats(stats, width);
         const int warp = tid / 32;

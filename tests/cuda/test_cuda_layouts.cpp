@@ -533,6 +533,46 @@ TEST_CASE("cuda layouts: spatial columns far from zero, each group of 8 at its o
     }
 }
 
+TEST_CASE("cuda layouts: long columns and strided rows padded with one constant keep f32 accuracy", "[cuda]") {
+    // A random head of 2000 positions, then one constant along the rest of the axis (padded logits): every
+    // loop step adds the same group sum to a thread's running sum, so its float32 roundings all lean one way
+    // instead of cancelling. Summed in one running sum (before segmented_stats), 50-66% of these outputs
+    // were out of f32's tolerance (H200, perf-notes run 165). Spatial-online: columns too long for any
+    // cluster, 32 threads along each (8192 steps a thread); general: x's rows strided and y's contiguous,
+    // 256 threads along each row (16384 steps).
+    CudaHandle handle;
+    constexpr std::int64_t kHead = 2000;
+    constexpr double kPadding = -0.3;
+    struct Case {
+        smxDataType_t x_dtype;
+        std::vector<std::int64_t> shape;
+        std::vector<std::int64_t> x_strides;  // empty: contiguous
+        int axis;
+        const char* kernel;
+    };
+    const Case cases[] = {
+        {SMX_DTYPE_F32, {1048576, 32}, {}, 0, "spatial-online"},
+        {SMX_DTYPE_BF16, {1048576, 32}, {}, 0, "spatial-online"},
+        {SMX_DTYPE_F32, {2, 16777216}, {1, 2}, 1, "general"},
+    };
+    for (const Case& c : cases) {
+        HostTensor x = make_tensor(c.x_dtype, c.shape, c.x_strides);
+        fill_random(x, test_rng());
+        const std::int64_t other = c.shape[1 - c.axis];
+        for (std::int64_t j = kHead; j < c.shape[c.axis]; ++j) {
+            for (std::int64_t i = 0; i < other; ++i) {
+                x.set(x.offset_of(c.axis == 0 ? std::vector<std::int64_t>{j, i} : std::vector<std::int64_t>{i, j}), kPadding);
+            }
+        }
+        HostTensor y = make_tensor(SMX_DTYPE_F32, c.shape);
+        std::string plan;
+        const std::string mismatch = check_on_device(handle.get(), y, x, c.axis, false, &plan);
+        INFO(describe_case(y, x, c.axis, false) << " | plan: " << plan);
+        CHECK(mismatch == "");
+        CHECK(kernel_kind(plan) == c.kernel);
+    }
+}
+
 TEST_CASE("cuda layouts: a small spatial tile split across a cluster", "[cuda][sanitize]") {
     CudaHandle handle;
     for (bool log_mode : {false, true}) {
