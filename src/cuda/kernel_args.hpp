@@ -15,14 +15,14 @@ namespace smx::cuda {
 struct SoftmaxKernelArgs {
     const void* x = nullptr;
     void* y = nullptr;
-    void* workspace = nullptr;        // split-row, grid-regs: per-chunk (max, sum) partials
+    void* workspace = nullptr;        // split-row, grid-regs, spatial-split: per-chunk (max, sum) partials
     std::int64_t rows = 0;
     std::int64_t row_len = 0;
     // Rows layout (warp, block-regs, block-online, split-row).
     std::int64_t x_row_stride = 0;
     std::int64_t y_row_stride = 0;
-    std::int64_t slice_len = 0;       // block-regs, spatial-tile: elements per row CTA; split-row: per chunk
-    std::int64_t chunks = 0;          // split-row: chunks per row; block-regs: > 0 selects grid-regs (CTAs per row)
+    std::int64_t slice_len = 0;       // block-regs, spatial-tile: elements per row CTA; split-row, spatial-split: per chunk
+    std::int64_t chunks = 0;          // split-row: chunks per row; spatial-split: per column; block-regs: > 0 selects grid-regs
     std::int64_t row_steps = 1;       // grid-regs steps: rows each group of `chunks` CTAs takes in turn
     // Spatial and General layouts.
     std::int64_t x_axis_stride = 1;
@@ -67,6 +67,12 @@ constexpr int kWarpOffsets32MaxValues = 16;
 constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs per SM
 constexpr int kSpatialTileSmallThreads = 128; // spatial-tile CTA where it lets an SM hold more tiles (the plan)
 constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes = 256 bytes of a row per tile
+constexpr int kSpatialSplitThreads = 512; // spatial-split CTA (both kernels)
+constexpr int kSpatialUnroll = 4;        // spatial-online: axis positions per thread and loop step
+// spatial-split: axis positions per thread and loop step. H200, perf-notes run 167 (quick smx-bench softmax,
+// five long-column shapes, f32 / bf16 / bf16 -> f32): 8 against 4 1-11% faster on all 15 cases; 16 up to 4%
+// faster on three f32 cases than 8, up to 20% slower on bf16 (300000 x 64 dim=0).
+constexpr int kSpatialSplitUnroll = 8;
 
 // The instantiated warp shapes per 16-byte pack size (elements per 16 bytes of x), sorted by capacity.
 // Narrow rows: one pack per lane and 1..32 lanes. Wide rows: 32 lanes and several packs per lane (which
@@ -142,6 +148,8 @@ const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype)
 // kSpatialTileSmallThreads (nullptr otherwise).
 const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int vector_bytes, int threads);
 const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* spatial_split_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* spatial_split_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 
 // Per-warp-kernel-file getters, one per x dtype (each file compiles in parallel).

@@ -764,6 +764,13 @@ constexpr int kSpatialNarrowVectorMinRowBytes = 128;
 // Tile rows of this many bytes (half an L2 line) fetch x's whole lines where x's rows span them (see plan_spatial).
 constexpr int kSpatialWholeLineRowBytes = 64;
 
+// Spatial-split (columns too long for any cluster, too few tiles for spatial-online to fill the GPU):
+// each column cut into chunks until the CTAs fill the device's resident slots this many times over (whole
+// waves: chunks are equal, so a last wave partly full costs a whole one), but never into chunks of fewer
+// than kSpatialSplitMinSteps loop steps a thread.
+constexpr std::int64_t kSpatialSplitWaves = 2;
+constexpr std::int64_t kSpatialSplitMinSteps = 8;
+
 // A spatial-tile configuration: 16-byte vectors per tile row, cluster size, axis positions per CTA.
 struct SpatialTileChoice {
     bool fits = false;
@@ -850,6 +857,63 @@ smxStatus_t choose_spatial_tile(const SoftmaxInfo& info, const DeviceLimits& lim
             break;
         }
     }
+    return SMX_STATUS_SUCCESS;
+}
+
+// SMX_CUDA_LONG_COLUMNS=online|split replaces the rule between spatial-online and spatial-split (columns
+// too long for any cluster), so that a benchmark can time both on the same shapes and tests can reach
+// both: online = never split; split = split wherever a column is long enough for two chunks. Unset, or
+// any other value: the rule (split when the tiles cannot fill the GPU with spatial-online). Read when a
+// plan is made.
+enum class LongColumnsOverride { Rule, Online, Split };
+
+LongColumnsOverride long_columns_override() {
+    const char* value = std::getenv("SMX_CUDA_LONG_COLUMNS");
+    if (value == nullptr) return LongColumnsOverride::Rule;
+    if (std::strcmp(value, "online") == 0) return LongColumnsOverride::Online;
+    if (std::strcmp(value, "split") == 0) return LongColumnsOverride::Split;
+    return LongColumnsOverride::Rule;
+}
+
+// Spatial-split for plan->args' tiles (tile_width columns each): chunks of whole loop steps, as many as
+// fill the device's resident slots of both kernels kSpatialSplitWaves times (forced: at least 2), none
+// under kSpatialSplitMinSteps steps a thread. *planned = false where the column makes one chunk only, or
+// the tiles exceed the grid's y limit.
+smxStatus_t plan_spatial_split(const SoftmaxInfo& info, const DeviceLimits& limits, bool forced, CudaSoftmaxPlan* plan,
+                               bool* planned) {
+    *planned = false;
+    const std::int64_t tiles = plan->args.tiles;
+    const int width = plan->args.tile_width;
+    if (tiles > kMaxGridY) return SMX_STATUS_SUCCESS;
+    const void* stats_kernel = cuda::spatial_split_stats_kernel(info.x_dtype, info.y_dtype);
+    const void* write_kernel = cuda::spatial_split_write_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(stats_kernel, info, "spatial-split statistics"));
+    SMX_RETURN_IF_ERROR(require_kernel(write_kernel, info, "spatial-split write"));
+    int stats_blocks = 0;
+    int write_blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(stats_kernel, cuda::kSpatialSplitThreads, 0, &stats_blocks));
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(write_kernel, cuda::kSpatialSplitThreads, 0, &write_blocks));
+    const std::int64_t slots =
+        static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(std::min(stats_blocks, write_blocks), 1);
+    const std::int64_t axis_threads = cuda::kSpatialSplitThreads / width;
+    const std::int64_t step_positions = axis_threads * cuda::kSpatialSplitUnroll;
+    // Rounding the chunk up to whole loop steps only lowers the chunk count: never a partial extra wave.
+    const std::int64_t wanted_chunks = std::max<std::int64_t>(forced ? 2 : 1, kSpatialSplitWaves * slots / tiles);
+    const std::int64_t chunk_len =
+        std::max(round_up(ceil_div(info.row_len, wanted_chunks), step_positions), step_positions * kSpatialSplitMinSteps);
+    const std::int64_t chunks = ceil_div(info.row_len, chunk_len);
+    if (chunks < 2) return SMX_STATUS_SUCCESS;
+    const std::size_t compute_size = info.x_dtype == SMX_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(tiles));
+    plan->args.slice_len = chunk_len;
+    plan->args.chunks = chunks;
+    plan->workspace = static_cast<std::size_t>(tiles * chunks * width) * 2 * compute_size;
+    plan->launches[0] = {stats_kernel, grid, dim3(cuda::kSpatialSplitThreads), 0, 0};
+    plan->launches[1] = {write_kernel, grid, dim3(cuda::kSpatialSplitThreads), 0, 0};
+    plan->launch_count = 2;
+    plan->text = fmt::format("cuda spatial-split tile={} axis_threads={} chunk={} chunks={} threads={} workspace={}",
+                             width, axis_threads, chunk_len, chunks, cuda::kSpatialSplitThreads, plan->workspace);
+    *planned = true;
     return SMX_STATUS_SUCCESS;
 }
 
@@ -941,12 +1005,25 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
     }
 
     // (b) Columns too long for any cluster: online statistics, then a second read of x.
-    const void* kernel = cuda::spatial_online_softmax_kernel(info.x_dtype, info.y_dtype);
-    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial-online"));
     const int width = static_cast<int>(std::min<std::int64_t>(32, next_pow2(info.inner)));
     const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
     const std::int64_t tiles = info.outer * tiles_per_outer;
-    // Enough threads along the axis to fill every SM when tiles are few, but no more than the axis has.
+    plan->args.tiles_per_outer = tiles_per_outer;
+    plan->args.tiles = tiles;
+    plan->args.tile_width = width;
+    const void* kernel = cuda::spatial_online_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial-online"));
+    int online_blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, 1024, 0, &online_blocks));
+    const LongColumnsOverride columns_override = long_columns_override();
+    const bool few_tiles = tiles < static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(online_blocks, 1);
+    if (columns_override == LongColumnsOverride::Split || (columns_override == LongColumnsOverride::Rule && few_tiles)) {
+        bool planned = false;
+        SMX_RETURN_IF_ERROR(plan_spatial_split(info, limits, columns_override == LongColumnsOverride::Split, plan, &planned));
+        if (planned) return SMX_STATUS_SUCCESS;
+    }
+    // Spatial-online: one CTA per tile, with enough threads along the axis to fill every SM when tiles are
+    // few, but no more than the axis has.
     const std::int64_t device_threads =
         static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(limits.max_threads_per_multiprocessor, 1024);
     std::int64_t threads = std::clamp<std::int64_t>(prev_pow2(std::max<std::int64_t>(device_threads / tiles, 1)), 128, 1024);
@@ -954,9 +1031,6 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
     int blocks = 0;
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &blocks));
     const unsigned grid = persistent_grid(tiles, blocks, limits.multiprocessor_count);
-    plan->args.tiles_per_outer = tiles_per_outer;
-    plan->args.tiles = tiles;
-    plan->args.tile_width = width;
     plan->launches[0] = {kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), 0, 0};
     plan->text = fmt::format("cuda spatial-online tile={} axis_threads={} threads={} grid={}", width, threads / width,
                              threads, grid);

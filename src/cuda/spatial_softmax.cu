@@ -14,7 +14,10 @@
 //
 // spatial-online (fallback for columns too long to cache even across a cluster of 16): lanes along the
 // columns, per-thread online (max, sum) over the thread's axis share, combined across lanes and warps,
-// then a second pass re-reads x. Traffic: x read twice, y written once.
+// then a second pass re-reads x. Traffic: x read twice, y written once. One CTA per tile.
+//
+// spatial-split (the same columns when tiles are too few to fill the GPU): each column cut into chunks,
+// a CTA per (chunk, tile) in two kernels, the chunks' partial statistics passed through the workspace.
 
 #include <type_traits>
 
@@ -532,75 +535,187 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
     }
 }
 
-// ---- spatial-online (two-pass fallback) ----------------------------------------------------------
+// ---- spatial-online and spatial-split (two passes over x) -----------------------------------------
+// A CTA covers W columns of one tile (W = tile_width, a power of two up to 32): thread t takes column t % W
+// at axis positions t / W + k * (T / W), so a warp reads 32 / W rows of W contiguous elements.
 
-constexpr int kSpatialUnroll = 4;  // axis positions in flight per thread and loop step
+// This thread's column of one tile: its element offsets in x and y (a column index past inner takes
+// column 0 and is marked invalid, so no load or store leaves the tensor).
+struct ColumnPlace {
+    std::int64_t x_offset;
+    std::int64_t y_offset;
+    bool valid;
+};
 
+__device__ __forceinline__ ColumnPlace column_place(const SoftmaxKernelArgs& args, std::int64_t tile) {
+    std::int64_t outer, tile_in_outer;
+    split_tile(tile, args.tiles_per_outer, args.tiles, &outer, &tile_in_outer);
+    const std::int64_t column = tile_in_outer * args.tile_width + threadIdx.x % args.tile_width;
+    const bool valid = column < args.inner;
+    const std::int64_t in_tile = valid ? column : 0;
+    return {outer * args.x_outer_stride + in_tile, outer * args.y_outer_stride + in_tile, valid};
+}
+
+// One loop step's kUnroll values of a column, x_step elements apart from x_at. A whole step (`whole`: every
+// position inside the range) walks a pointer with no checks: the checked form recomputed each 64-bit
+// address under its own predicate (~17 instructions a load, SASS). Otherwise position u is loaded where
+// in_range(u), -inf elsewhere (padding the statistics ignore).
+template <int kUnroll, class X, class InRange, class C = ComputeType<X>>
+__device__ __forceinline__ void load_column_step(const X* x_at, std::int64_t x_step, bool whole, const InRange& in_range,
+                                                 C (&values)[kUnroll]) {
+    if (whole) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            values[u] = to_compute(*x_at);
+            x_at += x_step;
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) values[u] = in_range(u) ? to_compute(x_at[u * x_step]) : neg_inf<C>();
+    }
+}
+
+// This thread's statistics of its column over axis positions [first, end), stepping axis_step, kUnroll
+// positions in flight per loop step (addressed from the step's first: one 64-bit multiply per step).
+template <int kUnroll, class X, class C = ComputeType<X>>
+__device__ __forceinline__ Stats<C> column_range_stats(const X* x_column, std::int64_t x_axis_stride, std::int64_t first,
+                                                       std::int64_t end, std::int64_t axis_step) {
+    const std::int64_t x_step = axis_step * x_axis_stride;
+    return segmented_stats<C>(first, end, axis_step * kUnroll, [&](std::int64_t j, Stats<C>& segment) {
+        C values[kUnroll];
+        load_column_step<kUnroll>(x_column + j * x_axis_stride, x_step, j + (kUnroll - 1) * axis_step < end,
+                                  [&](int u) { return j + u * axis_step < end; }, values);
+        add_chunk<kUnroll>(segment, values);
+    });
+}
+
+// Folds the statistics of every thread of a column in the CTA; every thread gets its column's. Lanes of
+// one column within a warp differ by multiples of W: fold them, then fold across warps in warp order.
+// column_partials: one entry per (warp, column); it may be rewritten once this returns.
+template <class C>
+__device__ __forceinline__ Stats<C> fold_column_stats(Stats<C> stats, int width, Stats<C>* column_partials) {
+    stats = warp_combine_stats(stats, width);
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (lane < width) column_partials[warp * width + lane] = stats;
+    __syncthreads();
+    const int column_in_tile = threadIdx.x % width;
+    stats = column_partials[column_in_tile];
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) stats = combine(stats, column_partials[w * width + column_in_tile]);
+    __syncthreads();
+    return stats;
+}
+
+// Writes y over this thread's axis positions in [first, end) of its column from the column's statistics,
+// kUnroll positions in flight per loop step. Softmax outputs take one exp relative to the max's scaled
+// shift and one multiply by a factor holding 1 / sum and the shift's rounding (ShiftedExpFast: an FFMA
+// and a MUFU.EX2), where the max allows the fast form; otherwise (double, special values) the exact form.
+template <int kUnroll, class X, class Y, class C = ComputeType<X>>
+__device__ __forceinline__ void column_range_write(const SoftmaxKernelArgs& args, const ColumnPlace& place,
+                                                   std::int64_t first, std::int64_t end, std::int64_t axis_step,
+                                                   Stats<C> stats) {
+    const X* x_column = static_cast<const X*>(args.x) + place.x_offset;
+    Y* y_column = static_cast<Y*>(args.y) + place.y_offset;
+    const std::int64_t x_step = axis_step * args.x_axis_stride;
+    const std::int64_t y_step = axis_step * args.y_axis_stride;
+    const bool log_mode = args.log_mode != 0;
+    const C log_sum = log_of(stats.sum);
+    with_exp_form<C>(fast_exp_applies(stats.max), [&](auto form) {
+        const auto exp = form.make(stats.max);
+        const C factor = exp.unbias() * (C(1) / stats.sum);
+        const auto output = [&](C value) {
+            return StoreAs<Y>::from(log_mode ? value - stats.max - log_sum : exp(value) * factor);
+        };
+        for (std::int64_t j = first; j < end; j += axis_step * kUnroll) {
+            const bool whole = j + (kUnroll - 1) * axis_step < end;
+            const auto in_range = [&](int u) { return j + u * axis_step < end; };
+            C values[kUnroll];
+            load_column_step<kUnroll>(x_column + j * args.x_axis_stride, x_step, whole, in_range, values);
+            Y* y_at = y_column + j * args.y_axis_stride;
+            if (whole) {
+#pragma unroll
+                for (int u = 0; u < kUnroll; ++u) {
+                    *y_at = output(values[u]);
+                    y_at += y_step;
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < kUnroll; ++u) {
+                    if (in_range(u)) y_at[u * y_step] = output(values[u]);
+                }
+            }
+        }
+    });
+}
+
+// spatial-online: one CTA per tile (grid-stride over tiles), whole columns.
 template <class X, class Y>
 __global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> column_partials[1024];  // [warp][column in tile]
-    const X* x = static_cast<const X*>(args.x);
-    Y* y = static_cast<Y*>(args.y);
+    const std::int64_t axis_first = threadIdx.x / args.tile_width;
+    const std::int64_t axis_step = blockDim.x / args.tile_width;
+    for (std::int64_t tile = blockIdx.x; tile < args.tiles; tile += gridDim.x) {
+        const ColumnPlace place = column_place(args, tile);
+        const std::int64_t end = place.valid ? args.row_len : 0;  // an invalid column adds nothing
+        const X* x_column = static_cast<const X*>(args.x) + place.x_offset;
+        Stats<C> stats = column_range_stats<kSpatialUnroll>(x_column, args.x_axis_stride, axis_first, end, axis_step);
+        stats = fold_column_stats(stats, args.tile_width, column_partials);
+        if (place.valid) column_range_write<kSpatialUnroll, X, Y>(args, place, axis_first, args.row_len, axis_step, stats);
+    }
+}
+
+// spatial-split: few tiles of long columns. Each tile's axis is cut into `chunks` chunks of slice_len
+// positions, one CTA per (chunk, tile) in both kernels (grid: chunks x tiles). The statistics kernel
+// writes each chunk's per-column (max, sum) to the workspace, [tile][chunk][column in tile]; the write
+// kernel folds a tile's partials (every CTA of the tile in the same order: identical statistics) and
+// writes its chunk, taking chunks in reverse order so that the ones read last, likeliest still in L2,
+// are read again first. Traffic: x read twice, y written once, as spatial-online, but spread over the GPU.
+__device__ __forceinline__ std::int64_t split_chunk_end(const SoftmaxKernelArgs& args, std::int64_t chunk) {
+    const std::int64_t end = (chunk + 1) * args.slice_len;
+    return end < args.row_len ? end : args.row_len;
+}
+
+// Two CTAs of 512 per SM at least (at most 64 registers; the f32 and 16-bit instances take 46-48). Three
+// (40 registers, no spills; the plan then asks for more, shorter chunks) were up to 7% faster on four
+// long-column shapes and 8-15% slower on 1048576 x 32 dim=0 (H200, perf-notes run 171).
+constexpr int kSpatialSplitMinBlocks = 2;
+
+template <class X>
+__global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) spatial_split_stats(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    __shared__ Stats<C> column_partials[kSpatialSplitThreads];  // [warp][column in tile]
+    const std::int64_t chunk = blockIdx.x;
+    const std::int64_t tile = blockIdx.y;
+    const std::int64_t axis_step = blockDim.x / args.tile_width;
+    const ColumnPlace place = column_place(args, tile);
+    const std::int64_t first = chunk * args.slice_len + threadIdx.x / args.tile_width;
+    const std::int64_t end = place.valid ? split_chunk_end(args, chunk) : 0;  // an invalid column adds nothing
+    const X* x_column = static_cast<const X*>(args.x) + place.x_offset;
+    Stats<C> stats = column_range_stats<kSpatialSplitUnroll>(x_column, args.x_axis_stride, first, end, axis_step);
+    stats = fold_column_stats(stats, args.tile_width, column_partials);
+    if (threadIdx.x < static_cast<unsigned>(args.tile_width)) {
+        static_cast<Stats<C>*>(args.workspace)[(tile * args.chunks + chunk) * args.tile_width + threadIdx.x] = stats;
+    }
+}
+
+template <class X, class Y>
+__global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) spatial_split_write(const SoftmaxKernelArgs args) {
+    using C = ComputeType<X>;
+    __shared__ Stats<C> column_partials[kSpatialSplitThreads];  // [warp][column in tile]
+    const std::int64_t chunk = gridDim.x - 1 - blockIdx.x;
+    const std::int64_t tile = blockIdx.y;
     const int width = args.tile_width;
-    const int tid = threadIdx.x;
-    const int column_in_tile = tid % width;
-    const std::int64_t axis_first = tid / width;
+    const std::int64_t axis_first = threadIdx.x / width;
     const std::int64_t axis_step = blockDim.x / width;
-    const std::int64_t tiles = args.tiles;
-    const bool log_mode = args.log_mode != 0;
-
-    for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        std::int64_t outer, tile_in_outer;
-        split_tile(tile, args.tiles_per_outer, tiles, &outer, &tile_in_outer);
-        const std::int64_t column = tile_in_outer * width + column_in_tile;
-        const bool column_valid = column < args.inner;
-        const X* x_column = x + outer * args.x_outer_stride + (column_valid ? column : 0);
-        Y* y_column = y + outer * args.y_outer_stride + (column_valid ? column : 0);
-
-        const std::int64_t column_end = column_valid ? args.row_len : 0;  // an invalid column adds nothing
-        Stats<C> stats = segmented_stats<C>(axis_first, column_end, axis_step * kSpatialUnroll,
-                                            [&](std::int64_t j, Stats<C>& segment) {
-            C values[kSpatialUnroll];
-#pragma unroll
-            for (int u = 0; u < kSpatialUnroll; ++u) {
-                const std::int64_t position = j + u * axis_step;
-                values[u] = position < args.row_len ? to_compute(x_column[position * args.x_axis_stride]) : neg_inf<C>();
-            }
-            add_chunk<kSpatialUnroll>(segment, values);
-        });
-        // Lanes of one column within a warp differ by multiples of W: fold them, then fold across warps.
-        stats = warp_combine_stats(stats, width);
-        const int warp = tid / 32;
-        const int lane = tid % 32;
-        if (lane < width) column_partials[warp * width + lane] = stats;
-        __syncthreads();
-        stats = column_partials[column_in_tile];
-        for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
-            stats = combine(stats, column_partials[w * width + column_in_tile]);
-        }
-        __syncthreads();  // column_partials is rewritten by the next tile
-
-        if (column_valid) {
-            const C inverse_sum = C(1) / stats.sum;
-            const C log_sum = log_of(stats.sum);
-            for (std::int64_t j = axis_first; j < args.row_len; j += axis_step * kSpatialUnroll) {
-                C values[kSpatialUnroll];
-#pragma unroll
-                for (int u = 0; u < kSpatialUnroll; ++u) {
-                    const std::int64_t position = j + u * axis_step;
-                    if (position < args.row_len) values[u] = to_compute(x_column[position * args.x_axis_stride]);
-                }
-#pragma unroll
-                for (int u = 0; u < kSpatialUnroll; ++u) {
-                    const std::int64_t position = j + u * axis_step;
-                    if (position < args.row_len) {
-                        y_column[position * args.y_axis_stride] =
-                            StoreAs<Y>::from(softmax_output(values[u] - stats.max, inverse_sum, log_sum, log_mode));
-                    }
-                }
-            }
-        }
+    const ColumnPlace place = column_place(args, tile);
+    const Stats<C>* partials = static_cast<const Stats<C>*>(args.workspace) + tile * args.chunks * width + threadIdx.x % width;
+    Stats<C> stats = empty_stats<C>();
+    for (std::int64_t c = axis_first; c < args.chunks; c += axis_step) stats = combine(stats, partials[c * width]);
+    stats = fold_column_stats(stats, width, column_partials);
+    if (place.valid) {
+        column_range_write<kSpatialSplitUnroll, X, Y>(args, place, chunk * args.slice_len + axis_first,
+                                                      split_chunk_end(args, chunk), axis_step, stats);
     }
 }
 
@@ -632,6 +747,19 @@ const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y
     return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
         return reinterpret_cast<const void*>(
             &spatial_online_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+    });
+}
+
+const void* spatial_split_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto) -> const void* {
+        return reinterpret_cast<const void*>(&spatial_split_stats<typename decltype(x_tag)::type>);
+    });
+}
+
+const void* spatial_split_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+        return reinterpret_cast<const void*>(
+            &spatial_split_write<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
     });
 }
 

@@ -249,7 +249,7 @@ TEST_CASE("cuda layouts: spatial tiles, clusters, partial tiles, narrow inner an
         {1, 70000, 16, "spatial-tile"},     // a cluster of up to 16 at the opt-in limit
         {5, 300, 7, "spatial-tile"},        // inner narrower than one 16-byte vector
         {2, 3, 4100, "spatial-tile"},       // a short axis, many tiles, a partial last vector
-        {1, 300000, 4, "spatial-online"},   // too long for any cluster: two passes over x
+        {1, 300000, 4, "spatial-split"},    // too long for any cluster, one tile: chunks over the GPU
     };
     const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
                           {SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_F64, SMX_DTYPE_F64}};
@@ -538,8 +538,8 @@ TEST_CASE("cuda layouts: long columns and strided rows padded with one constant 
     // loop step adds the same group sum to a thread's running sum, so its float32 roundings all lean one way
     // instead of cancelling. Summed in one running sum (before segmented_stats), 50-66% of these outputs
     // were out of f32's tolerance (H200, perf-notes run 165). Spatial-online: columns too long for any
-    // cluster, 32 threads along each (8192 steps a thread); general: x's rows strided and y's contiguous,
-    // 256 threads along each row (16384 steps).
+    // cluster, 32 threads along each (8192 steps a thread; forced: the rule would split these columns);
+    // general: x's rows strided and y's contiguous, 256 threads along each row (16384 steps).
     CudaHandle handle;
     constexpr std::int64_t kHead = 2000;
     constexpr double kPadding = -0.3;
@@ -555,6 +555,8 @@ TEST_CASE("cuda layouts: long columns and strided rows padded with one constant 
         {SMX_DTYPE_BF16, {1048576, 32}, {}, 0, "spatial-online"},
         {SMX_DTYPE_F32, {2, 16777216}, {1, 2}, 1, "general"},
     };
+    // Spatial-online runs these columns only when forced: one tile, so the rule splits them into chunks.
+    const ScopedEnvironment online_columns("SMX_CUDA_LONG_COLUMNS", "online");
     for (const Case& c : cases) {
         HostTensor x = make_tensor(c.x_dtype, c.shape, c.x_strides);
         fill_random(x, test_rng());
@@ -570,6 +572,52 @@ TEST_CASE("cuda layouts: long columns and strided rows padded with one constant 
         INFO(describe_case(y, x, c.axis, false) << " | plan: " << plan);
         CHECK(mismatch == "");
         CHECK(kernel_kind(plan) == c.kernel);
+    }
+}
+
+TEST_CASE("cuda layouts: long columns cut into chunks, partial chunks and tiles, both kernels", "[cuda]") {
+    // Columns too long for any cluster: the rule splits them into chunks where the tiles are too few to
+    // fill the GPU (spatial-split), and SMX_CUDA_LONG_COLUMNS forces either kernel. Shapes (outer, axis,
+    // inner): one tile of 4 columns; 3 outer indices of 9 columns (tiles of 16, 7 columns idle); 40 columns
+    // (a full tile of 32 and one of 8); axis lengths that leave a partial last chunk.
+    CudaHandle handle;
+    struct Case {
+        SpatialCase spatial;
+        std::vector<DtypePair> pairs;
+    };
+    const Case cases[] = {
+        {{1, 300000, 4, "spatial-split"},
+         {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+          {SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_F64, SMX_DTYPE_F64}}},
+        {{3, 300001, 9, "spatial-split"}, {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}}},
+        {{1, 250007, 40, "spatial-split"}, {{SMX_DTYPE_F16, SMX_DTYPE_F32}}},
+    };
+    for (const Case& c : cases) {
+        for (const char* forced : {"", "online", "split"}) {
+            const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
+            SpatialCase spatial = c.spatial;
+            if (std::string(forced) == "online") spatial.kernel = "spatial-online";
+            for (const DtypePair& pair : c.pairs) {
+                for (bool log_mode : {false, true}) {
+                    const std::string plan = check_spatial_case(handle.get(), spatial, pair.x, pair.y, 0, 0, log_mode);
+                    if (kernel_kind(plan) == "spatial-split") {
+                        INFO("plan: " << plan);
+                        CHECK(plan_value(plan, "chunks") >= 2);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda layouts: a long column split into chunks", "[cuda][sanitize]") {
+    // 240000 positions x 16 bytes exceed a cluster of 16 CTAs' shared memory: spatial-split, 5 of the tile's
+    // 8 columns valid, a partial last chunk; x or y one element off alignment.
+    CudaHandle handle;
+    const SpatialCase column{1, 240000, 5, "spatial-split"};
+    for (bool log_mode : {false, true}) {
+        check_spatial_case(handle.get(), column, SMX_DTYPE_F32, SMX_DTYPE_BF16, 0, 1, log_mode);
+        check_spatial_case(handle.get(), column, SMX_DTYPE_BF16, SMX_DTYPE_F32, 1, 0, log_mode);
     }
 }
 

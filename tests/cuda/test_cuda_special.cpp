@@ -139,6 +139,27 @@ TEST_CASE("cuda special values: short, medium and long rows and columns in both 
     check_special_rows(handle.get(), kRowKinds, {262145}, false);
 }
 
+TEST_CASE("cuda special values: columns too long for a cluster, split into chunks or not", "[cuda]") {
+    // One column per row kind along a 300001-long axis: one tile, so the rule splits every column into
+    // chunks whose partial statistics meet in the workspace (-inf stretches, a lone finite value or a NaN
+    // in one chunk only); forced, spatial-online takes them whole.
+    CudaHandle handle;
+    for (const char* forced : {"", "online"}) {
+        const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
+        for (const DtypePair& pair : kSpecialPairs) {
+            for (bool log_mode : {false, true}) {
+                const HostTensor x = special_columns(pair.x, kRowKinds, 300001);
+                HostTensor y = make_tensor(pair.y, x.shape);
+                std::string plan;
+                const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
+                INFO("special values: " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(kernel_kind(plan) == (std::string(forced) == "online" ? "spatial-online" : "spatial-split"));
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda special values: a short and a long row length", "[cuda][sanitize]") {
     CudaHandle handle;
     check_special_rows(handle.get(), kRowKinds, {16, 50000}, false);
