@@ -1,5 +1,6 @@
 """Random CUDA cases through the Python binding, checked against torch's float64 softmax: every plan family
-(the long-rows rule, or SMX_CUDA_LONG_ROWS forcing cluster / grid / split / steps), every dtype pair,
+(the long-rows rule, or SMX_CUDA_LONG_ROWS forcing cluster / grid / split / steps; the long-columns rule,
+or SMX_CUDA_LONG_COLUMNS forcing online / split), every dtype pair,
 permuted and padded layouts, in place, special values (masked -inf stretches holding a NaN, +inf, all -inf
 rows, NaN), NaN-poisoned outputs inside guarded allocations (no element outside y may change), and
 problems drawn again after others (with fresh layouts, so mostly new descriptors; those whose layout
@@ -28,6 +29,7 @@ RTOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-5, torch.fl
 SLACK = {torch.float16: 2.0 ** -24, torch.bfloat16: 2.0 ** -126, torch.float32: 2.0 ** -126,
          torch.float64: 2.2250738585072014e-308}
 FORCED = [None, None, "cluster", "grid", "split", "steps"]
+FORCED_COLUMNS = [None, None, "online", "split"]
 MAX_ELEMENTS = 1 << 25
 
 
@@ -36,7 +38,7 @@ def log_uniform(lo, hi):
 
 
 def random_problem():
-    kind = rng.choice(["rows", "rows", "long", "spatial", "nd"])
+    kind = rng.choice(["rows", "rows", "long", "spatial", "columns", "nd"])
     if kind == "rows":
         cols = log_uniform(1, 70000)
         shape, dim = [log_uniform(1, max(1, min(3000, MAX_ELEMENTS // cols)))], 1
@@ -44,6 +46,10 @@ def random_problem():
     elif kind == "long":
         cols = log_uniform(100000, 4200000)
         shape, dim = [rng.randint(1, max(1, min(40, MAX_ELEMENTS // cols))), cols], 1
+    elif kind == "columns":  # too long for any cluster: spatial-online or spatial-split
+        axis = log_uniform(240000, 3000000)
+        inner = log_uniform(1, max(1, min(48, MAX_ELEMENTS // axis)))
+        shape, dim = [rng.randint(1, max(1, min(4, MAX_ELEMENTS // (axis * inner)))), axis, inner], 1
     elif kind == "spatial":
         axis = log_uniform(1, 9000)
         inner = log_uniform(1, 600)
@@ -122,7 +128,7 @@ GUARD = -1234.0  # exact in every dtype
 
 
 def run(problem):
-    shape, dim, pair, log_mode, forced = problem
+    shape, dim, pair, log_mode, forced, forced_columns = problem
     xd, yd = DT[pair[0]], DT[pair[1]]
     x, _ = strided(shape, xd)
     fill(x, shape, dim)
@@ -134,17 +140,18 @@ def run(problem):
         y, y_base = strided(shape, yd)
         y_base.fill_(GUARD)
         y.fill_(math.nan)
-    if forced is None:
-        os.environ.pop("SMX_CUDA_LONG_ROWS", None)
-    else:
-        os.environ["SMX_CUDA_LONG_ROWS"] = forced
+    for variable, value in (("SMX_CUDA_LONG_ROWS", forced), ("SMX_CUDA_LONG_COLUMNS", forced_columns)):
+        if value is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = value
     # Descriptors stay cached (a plan is made when its problem is first seen, under that case's rule), so
     # a problem drawn again later reuses its descriptor after others were made.
     plan = smx.plan(x, dim, dtype=yd, log=log_mode)
     (smx.log_softmax if log_mode else smx.softmax)(x, dim, out=y)
     torch.cuda.synchronize()
     reference_x = x_before if in_place else x
-    text = (f"shape={shape} dim={dim} pair={pair} log={log_mode} forced={forced} in_place={in_place} "
+    text = (f"shape={shape} dim={dim} pair={pair} log={log_mode} forced={forced}/{forced_columns} in_place={in_place} "
             f"x strides={tuple(x.stride())} y strides={tuple(y.stride())} plan={plan}")
     error = check(y, reference_x, dim, log_mode)
     if not error and not in_place:
@@ -170,9 +177,9 @@ while time.time() < deadline:
         problem = rng.choice(history)  # a problem seen before, after others: plans must not interfere
     else:
         shape, dim = random_problem()
-        problem = (shape, dim, rng.choice(PAIRS), rng.random() < 0.5, rng.choice(FORCED))
+        problem = (shape, dim, rng.choice(PAIRS), rng.random() < 0.5, rng.choice(FORCED), rng.choice(FORCED_COLUMNS))
         if problem[2][0] == "f64" and problem[4] is not None:
-            problem = problem[:4] + (None,)
+            problem = problem[:4] + (None,) + problem[5:]
     try:
         error, text, plan = run(problem)
     except Exception as exc:  # noqa: BLE001
