@@ -610,6 +610,30 @@ TEST_CASE("cuda layouts: long columns cut into chunks, partial chunks and tiles,
     }
 }
 
+TEST_CASE("cuda layouts: long columns split into chunks with padded outer strides, a reversed axis and in-place", "[cuda]") {
+    // Two outer indices of 40 columns (two tiles each, the second with 8 valid columns), x and y padded
+    // differently between outer indices, y's axis running backwards; then in-place.
+    CudaHandle handle;
+    const std::vector<std::int64_t> shape = {2, 240007, 40};
+    for (bool log_mode : {false, true}) {
+        HostTensor x = make_tensor(SMX_DTYPE_BF16, shape, {240007 * 40 + 8, 40, 1});
+        HostTensor y = make_tensor(SMX_DTYPE_F32, shape, {240007 * 40 + 4, -40, 1});
+        fill_random(x, test_rng());
+        std::string plan;
+        std::string mismatch = check_on_device(handle.get(), y, x, 1, log_mode, &plan);
+        INFO(describe_case(y, x, 1, log_mode) << " | plan: " << plan);
+        CHECK(mismatch == "");
+        CHECK(kernel_kind(plan) == "spatial-split");
+
+        HostTensor data = make_tensor(SMX_DTYPE_F32, shape);
+        fill_random(data, test_rng());
+        mismatch = check_in_place_on_device(handle.get(), data, 1, log_mode, &plan);
+        INFO("in-place " << describe_case(data, data, 1, log_mode) << " | plan: " << plan);
+        CHECK(mismatch == "");
+        CHECK(kernel_kind(plan) == "spatial-split");
+    }
+}
+
 TEST_CASE("cuda layouts: a long column split into chunks", "[cuda][sanitize]") {
     // 240000 positions x 16 bytes exceed a cluster of 16 CTAs' shared memory: spatial-split, 5 of the tile's
     // 8 columns valid, a partial last chunk; x or y one element off alignment.
