@@ -764,10 +764,10 @@ constexpr int kSpatialNarrowVectorMinRowBytes = 128;
 // Tile rows of this many bytes (half an L2 line) fetch x's whole lines where x's rows span them (see plan_spatial).
 constexpr int kSpatialWholeLineRowBytes = 64;
 
-// Spatial-split (columns too long for any cluster, too few tiles for spatial-online to fill the GPU):
-// each column cut into chunks until the CTAs fill the device's resident slots this many times over (whole
-// waves: chunks are equal, so a last wave partly full costs a whole one), but never into chunks of fewer
-// than kSpatialSplitMinSteps loop steps a thread.
+// Spatial-split (columns too long for any cluster): each column cut into at least two chunks, more until
+// the CTAs fill the device's resident slots this many times over (whole waves: chunks are equal, so a last
+// wave partly full costs a whole one), but never into chunks of fewer than kSpatialSplitMinSteps loop
+// steps a thread.
 constexpr std::int64_t kSpatialSplitWaves = 2;
 constexpr std::int64_t kSpatialSplitMinSteps = 8;
 
@@ -862,9 +862,9 @@ smxStatus_t choose_spatial_tile(const SoftmaxInfo& info, const DeviceLimits& lim
 
 // SMX_CUDA_LONG_COLUMNS=online|split replaces the rule between spatial-online and spatial-split (columns
 // too long for any cluster), so that a benchmark can time both on the same shapes and tests can reach
-// both: online = never split; split = split wherever a column is long enough for two chunks. Unset, or
-// any other value: the rule (split when the tiles cannot fill the GPU with spatial-online). Read when a
-// plan is made.
+// both: online = never split; split = the rule. Unset, or any other value: the rule, split wherever a
+// column is long enough for two chunks (it beat spatial-online from 1 to 1056 tiles, perf-notes run 173).
+// Read when a plan is made.
 enum class LongColumnsOverride { Rule, Online, Split };
 
 LongColumnsOverride long_columns_override() {
@@ -876,11 +876,10 @@ LongColumnsOverride long_columns_override() {
 }
 
 // Spatial-split for plan->args' tiles (tile_width columns each): chunks of whole loop steps, as many as
-// fill the device's resident slots of both kernels kSpatialSplitWaves times (forced: at least 2), none
-// under kSpatialSplitMinSteps steps a thread. *planned = false where the column makes one chunk only, or
-// the tiles exceed the grid's y limit.
-smxStatus_t plan_spatial_split(const SoftmaxInfo& info, const DeviceLimits& limits, bool forced, CudaSoftmaxPlan* plan,
-                               bool* planned) {
+// fill the device's resident slots of both kernels kSpatialSplitWaves times and at least two, none under
+// kSpatialSplitMinSteps steps a thread. *planned = false where the column makes one chunk only, or the
+// tiles exceed the grid's y limit.
+smxStatus_t plan_spatial_split(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan, bool* planned) {
     *planned = false;
     const std::int64_t tiles = plan->args.tiles;
     const int width = plan->args.tile_width;
@@ -898,7 +897,7 @@ smxStatus_t plan_spatial_split(const SoftmaxInfo& info, const DeviceLimits& limi
     const std::int64_t axis_threads = cuda::kSpatialSplitThreads / width;
     const std::int64_t step_positions = axis_threads * cuda::kSpatialSplitUnroll;
     // Rounding the chunk up to whole loop steps only lowers the chunk count: never a partial extra wave.
-    const std::int64_t wanted_chunks = std::max<std::int64_t>(forced ? 2 : 1, kSpatialSplitWaves * slots / tiles);
+    const std::int64_t wanted_chunks = std::max<std::int64_t>(2, kSpatialSplitWaves * slots / tiles);
     const std::int64_t chunk_len =
         std::max(round_up(ceil_div(info.row_len, wanted_chunks), step_positions), step_positions * kSpatialSplitMinSteps);
     const std::int64_t chunks = ceil_div(info.row_len, chunk_len);
@@ -1011,19 +1010,16 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
     plan->args.tiles_per_outer = tiles_per_outer;
     plan->args.tiles = tiles;
     plan->args.tile_width = width;
-    const void* kernel = cuda::spatial_online_softmax_kernel(info.x_dtype, info.y_dtype);
-    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial-online"));
-    int online_blocks = 0;
-    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, 1024, 0, &online_blocks));
-    const LongColumnsOverride columns_override = long_columns_override();
-    const bool few_tiles = tiles < static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(online_blocks, 1);
-    if (columns_override == LongColumnsOverride::Split || (columns_override == LongColumnsOverride::Rule && few_tiles)) {
+    if (long_columns_override() != LongColumnsOverride::Online) {
         bool planned = false;
-        SMX_RETURN_IF_ERROR(plan_spatial_split(info, limits, columns_override == LongColumnsOverride::Split, plan, &planned));
+        SMX_RETURN_IF_ERROR(plan_spatial_split(info, limits, plan, &planned));
         if (planned) return SMX_STATUS_SUCCESS;
     }
-    // Spatial-online: one CTA per tile, with enough threads along the axis to fill every SM when tiles are
-    // few, but no more than the axis has.
+    // Spatial-online (forced, or columns too short for two chunks, or more tiles than the grid's y limit):
+    // one CTA per tile, with enough threads along the axis to fill every SM when tiles are few, but no
+    // more than the axis has.
+    const void* kernel = cuda::spatial_online_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial-online"));
     const std::int64_t device_threads =
         static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(limits.max_threads_per_multiprocessor, 1024);
     std::int64_t threads = std::clamp<std::int64_t>(prev_pow2(std::max<std::int64_t>(device_threads / tiles, 1)), 128, 1024);
