@@ -1,6 +1,6 @@
 """Random CUDA cases through the Python binding, checked against torch's float64 softmax: every plan family
 (the long-rows rule, or SMX_CUDA_LONG_ROWS forcing cluster / grid / split / steps; the long-columns rule,
-or SMX_CUDA_LONG_COLUMNS forcing online / split), every dtype pair,
+or SMX_CUDA_LONG_COLUMNS=online; `split` names the rule), every dtype pair,
 permuted and padded layouts, in place, special values (masked -inf stretches holding a NaN, +inf, all -inf
 rows, NaN), NaN-poisoned outputs inside guarded allocations (no element outside y may change), and
 problems drawn again after others (with fresh layouts, so mostly new descriptors; those whose layout

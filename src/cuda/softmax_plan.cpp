@@ -860,19 +860,13 @@ smxStatus_t choose_spatial_tile(const SoftmaxInfo& info, const DeviceLimits& lim
     return SMX_STATUS_SUCCESS;
 }
 
-// SMX_CUDA_LONG_COLUMNS=online|split replaces the rule between spatial-online and spatial-split (columns
-// too long for any cluster), so that a benchmark can time both on the same shapes and tests can reach
-// both: online = never split; split = the rule. Unset, or any other value: the rule, split wherever a
-// column is long enough for two chunks (it beat spatial-online from 1 to 1056 tiles, perf-notes run 173).
-// Read when a plan is made.
-enum class LongColumnsOverride { Rule, Online, Split };
-
-LongColumnsOverride long_columns_override() {
+// SMX_CUDA_LONG_COLUMNS=online runs columns too long for any cluster on spatial-online instead of the
+// rule's spatial-split, so that a benchmark can time both on the same shapes and tests can reach both.
+// Unset, or any other value (`split` included): the rule, split wherever a column is long enough for two
+// chunks (it beat spatial-online from 1 to 1056 tiles, perf-notes run 173). Read when a plan is made.
+bool spatial_online_forced() {
     const char* value = std::getenv("SMX_CUDA_LONG_COLUMNS");
-    if (value == nullptr) return LongColumnsOverride::Rule;
-    if (std::strcmp(value, "online") == 0) return LongColumnsOverride::Online;
-    if (std::strcmp(value, "split") == 0) return LongColumnsOverride::Split;
-    return LongColumnsOverride::Rule;
+    return value != nullptr && std::strcmp(value, "online") == 0;
 }
 
 // Spatial-split for plan->args' tiles (tile_width columns each): chunks of whole loop steps, as many as
@@ -1010,7 +1004,7 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
     plan->args.tiles_per_outer = tiles_per_outer;
     plan->args.tiles = tiles;
     plan->args.tile_width = width;
-    if (long_columns_override() != LongColumnsOverride::Online) {
+    if (!spatial_online_forced()) {
         bool planned = false;
         SMX_RETURN_IF_ERROR(plan_spatial_split(info, limits, plan, &planned));
         if (planned) return SMX_STATUS_SUCCESS;
