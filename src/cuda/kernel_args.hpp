@@ -68,7 +68,6 @@ constexpr int kSpatialTileThreads = 256; // spatial-tile CTA: 8 warps, 3-4 CTAs 
 constexpr int kSpatialTileSmallThreads = 128; // spatial-tile CTA where it lets an SM hold more tiles (the plan)
 constexpr int kSpatialMaxVectors = 16;   // spatial-tile: at most 16 x 16 bytes = 256 bytes of a row per tile
 constexpr int kSpatialSplitThreads = 512; // spatial-split CTA (both kernels)
-constexpr int kSpatialUnroll = 4;        // spatial-online: axis positions per thread and loop step
 // spatial-split: axis positions per thread and loop step. H200, perf-notes run 167 (quick smx-bench softmax,
 // five long-column shapes, f32 / bf16 / bf16 -> f32): 8 against 4 1-11% faster on all 15 cases; 16 up to 4%
 // faster on three f32 cases than 8, up to 20% slower on bf16 (300000 x 64 dim=0).

@@ -539,6 +539,8 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
 // A CTA covers W columns of one tile (W = tile_width, a power of two up to 32): thread t takes column t % W
 // at axis positions t / W + k * (T / W), so a warp reads 32 / W rows of W contiguous elements.
 
+constexpr int kSpatialUnroll = 4;  // spatial-online: axis positions per thread and loop step
+
 // This thread's column of one tile: its element offsets in x and y (a column index past inner takes
 // column 0 and is marked invalid, so no load or store leaves the tensor).
 struct ColumnPlace {
