@@ -36,7 +36,7 @@ struct SoftmaxKernelArgs {
     std::int64_t x_index_strides[SMX_MAX_DIMS] = {};
     std::int64_t y_index_strides[SMX_MAX_DIMS] = {};
     int index_ndim = 0;
-    int tile_width = 32;              // spatial: columns per tile (online: pow2 <= 32; tile: V x 16-byte pack)
+    int tile_width = 32;              // spatial: columns per tile (online: pow2 <= 32; split: pow2 <= 64; tile: V x 16-byte pack)
     int threads_per_row = 32;         // general: 32 (a warp per row) or blockDim.x (a block per row)
     int log_mode = 0;                 // 1: log-softmax (a uniform runtime branch halves the instances)
     int x_vector = 0;                 // warp kernel: x base and row stride allow 16-byte loads (set by run())
@@ -72,6 +72,11 @@ constexpr int kSpatialSplitThreads = 512; // spatial-split CTA (both kernels)
 // five long-column shapes, f32 / bf16 / bf16 -> f32): 8 against 4 1-11% faster on all 15 cases; 16 up to 4%
 // faster on three f32 cases than 8, up to 20% slower on bf16 (300000 x 64 dim=0).
 constexpr int kSpatialSplitUnroll = 8;
+// spatial-split's vector instances: columns per thread in 16 bytes of compute values (4 f32, 2 f64), vectors
+// per thread and loop step, and at most this many columns a tile.
+constexpr int kSpatialSplitPackBytes = 16;
+constexpr int kSpatialSplitVectorUnroll = 4;
+constexpr int kSpatialSplitMaxWidth = 64;
 
 // The instantiated warp shapes per 16-byte pack size (elements per 16 bytes of x), sorted by capacity.
 // Narrow rows: one pack per lane and 1..32 lanes. Wide rows: 32 lanes and several packs per lane (which
@@ -147,8 +152,10 @@ const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype)
 // kSpatialTileSmallThreads (nullptr otherwise).
 const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int vector_bytes, int threads);
 const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
-const void* spatial_split_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
-const void* spatial_split_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+// vectors: the instances that take kSpatialSplitPackBytes of compute values a thread (4 columns, 2 for f64)
+// in both kernels; otherwise one element a thread.
+const void* spatial_split_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool vectors);
+const void* spatial_split_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool vectors);
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 
 // Per-warp-kernel-file getters, one per x dtype (each file compiles in parallel).

@@ -481,6 +481,35 @@ __device__ __forceinline__ Stats<C> segmented_stats(std::int64_t first, std::int
     return total;
 }
 
+// segmented_stats for kColumns statistics side by side (a thread's columns of one vector): step(j, segment)
+// adds loop step j's values to each of segment's columns. (A separate function: routing the one-column
+// form through this one cost the general and online kernels registers and changed their code.)
+template <int kColumns, class C>
+struct ColumnStats {
+    Stats<C> column[kColumns];
+};
+
+template <int kColumns, class C, class Step>
+__device__ __forceinline__ ColumnStats<kColumns, C> segmented_column_stats(std::int64_t first, std::int64_t end,
+                                                                          std::int64_t stride, const Step& step) {
+    const std::int64_t segment_span = stride * kSegmentSteps;
+    const auto segment_from = [&](std::int64_t segment_first) {
+        const std::int64_t segment_end = end - segment_first < segment_span ? end : segment_first + segment_span;
+        ColumnStats<kColumns, C> segment;
+#pragma unroll
+        for (int k = 0; k < kColumns; ++k) segment.column[k] = empty_stats<C>();
+        for (std::int64_t j = segment_first; j < segment_end; j += stride) step(j, segment.column);
+        return segment;
+    };
+    ColumnStats<kColumns, C> total = segment_from(first);
+    for (std::int64_t segment_first = first + segment_span; segment_first < end; segment_first += segment_span) {
+        const ColumnStats<kColumns, C> segment = segment_from(segment_first);
+#pragma unroll
+        for (int k = 0; k < kColumns; ++k) total.column[k] = combine(total.column[k], segment.column[k]);
+    }
+    return total;
+}
+
 // The output for one shifted value v - max, given 1/sum or log(sum).
 template <class C>
 __device__ __forceinline__ C softmax_output(C shifted, C inverse_sum, C log_sum, bool log_mode) {

@@ -182,12 +182,21 @@ public:
     std::size_t y_size = 0;
     std::size_t workspace = 0;
     std::string text;
+    // The plan for x and y bases misaligned for this one's vector accesses (whose strides the plan checked),
+    // or null where this plan takes any base. Its workspace is within this plan's.
+    std::shared_ptr<const CudaSoftmaxPlan> unaligned_plan;
+    std::uintptr_t x_base_alignment = 1;  // bytes this plan needs of x's base where unaligned_plan is set
+    std::uintptr_t y_base_alignment = 1;
 
     std::size_t workspace_bytes() const override { return workspace; }
     const std::string& description() const override { return text; }
 
     smxStatus_t run(void* workspace_pointer, void* y, const void* x, void* stream) const override {
         if (launch_count == 0) return SMX_STATUS_SUCCESS;
+        if (unaligned_plan && (reinterpret_cast<std::uintptr_t>(x) % x_base_alignment != 0 ||
+                               reinterpret_cast<std::uintptr_t>(y) % y_base_alignment != 0)) {
+            return unaligned_plan->run(workspace_pointer, y, x, stream);
+        }
         cuda::ScopedDevice device(device_id);
         SMX_RETURN_IF_ERROR(device.status());
         SoftmaxKernelArgs launch_args = args;
@@ -764,6 +773,15 @@ constexpr int kSpatialNarrowVectorMinRowBytes = 128;
 // Tile rows of this many bytes (half an L2 line) fetch x's whole lines where x's rows span them (see plan_spatial).
 constexpr int kSpatialWholeLineRowBytes = 64;
 
+// Spatial-split's vector instances (4 columns a thread, 2 for f64, on tiles of up to 64 columns) only where
+// inner is wider than this: there the wider tiles (whole rows up to 64 columns, or 256-byte pieces of longer
+// rows, against one-element threads' 32 columns) gained, while at 32 columns or fewer, where both tile
+// whole rows, the vectors lost. H200, perf-notes runs 174-177 (quick smx-bench softmax, us, one element ->
+// vectors): 3 x 400000 x 40 dim=1 bf16 234 -> 192, f32 -> bf16 273 -> 204, f32 237 -> 234, bf16 -> f32 208
+// -> 214; 2 x 262144 x 1024 dim=1 bf16 1256 -> 1035, bf16 -> f32 1503 -> 1342, f32 1735 -> 1633; 300000 x
+// 64 dim=0 0.97-1.05x; but 1048576 x 32 dim=0 0.91-0.95x and 4 x 1000000 x 16 dim=1 0.94-1.00x.
+constexpr std::int64_t kSplitVectorsMinInner = 32;
+
 // Spatial-split (columns too long for any cluster): each column cut into at least two chunks, more until
 // the CTAs fill the device's resident slots this many times over (whole waves: chunks are equal, so a last
 // wave partly full costs a whole one), but never into chunks of fewer than kSpatialSplitMinSteps loop
@@ -869,17 +887,46 @@ bool spatial_online_forced() {
     return value != nullptr && std::strcmp(value, "online") == 0;
 }
 
-// Spatial-split for plan->args' tiles (tile_width columns each): chunks of whole loop steps, as many as
+// Columns a spatial-split thread takes at once (1 for the one-element instances) and the byte alignment
+// its vector accesses need of x and y.
+struct SplitPacks {
+    int columns = 1;
+    std::size_t x_alignment = 1;
+    std::size_t y_alignment = 1;
+};
+
+// Whether spatial-split's vector instances can run these tensors given aligned bases: inner a whole number
+// of vectors (so a vector is valid whole or not at all), and strides that keep every vector of x and of y
+// aligned to its size. *packs: the vector.
+bool split_vectors_fit(const SoftmaxInfo& info, SplitPacks* packs) {
+    const auto x_size = static_cast<std::int64_t>(dtype_size(info.x_dtype));
+    const auto y_size = static_cast<std::int64_t>(dtype_size(info.y_dtype));
+    const std::int64_t compute_size = info.x_dtype == SMX_DTYPE_F64 ? 8 : 4;
+    const std::int64_t columns = cuda::kSpatialSplitPackBytes / compute_size;
+    const std::int64_t x_alignment = columns * x_size;
+    const std::int64_t y_alignment = columns * y_size;
+    const bool several_outer = info.outer > 1;  // a single outer index's stride is never used
+    const bool fits = info.inner % columns == 0 && (info.x.axis_stride * x_size) % x_alignment == 0 &&
+                      (!several_outer || (info.x.outer_stride * x_size) % x_alignment == 0) &&
+                      (info.y.axis_stride * y_size) % y_alignment == 0 &&
+                      (!several_outer || (info.y.outer_stride * y_size) % y_alignment == 0);
+    *packs = {static_cast<int>(columns), static_cast<std::size_t>(x_alignment), static_cast<std::size_t>(y_alignment)};
+    return fits;
+}
+
+// Spatial-split over tiles of `width` columns: chunks of whole loop steps (of both kernels), as many as
 // fill the device's resident slots of both kernels kSpatialSplitWaves times and at least two, none under
 // kSpatialSplitMinSteps steps a thread. *planned = false where the column makes one chunk only, or the
 // tiles exceed the grid's y limit.
-smxStatus_t plan_spatial_split(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan, bool* planned) {
+smxStatus_t plan_spatial_split(const SoftmaxInfo& info, const DeviceLimits& limits, const SplitPacks& packs, int width,
+                               CudaSoftmaxPlan* plan, bool* planned) {
     *planned = false;
-    const std::int64_t tiles = plan->args.tiles;
-    const int width = plan->args.tile_width;
+    const bool vectors = packs.columns > 1;
+    const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
+    const std::int64_t tiles = info.outer * tiles_per_outer;
     if (tiles > kMaxGridY) return SMX_STATUS_SUCCESS;
-    const void* stats_kernel = cuda::spatial_split_stats_kernel(info.x_dtype, info.y_dtype);
-    const void* write_kernel = cuda::spatial_split_write_kernel(info.x_dtype, info.y_dtype);
+    const void* stats_kernel = cuda::spatial_split_stats_kernel(info.x_dtype, info.y_dtype, vectors);
+    const void* write_kernel = cuda::spatial_split_write_kernel(info.x_dtype, info.y_dtype, vectors);
     SMX_RETURN_IF_ERROR(require_kernel(stats_kernel, info, "spatial-split statistics"));
     SMX_RETURN_IF_ERROR(require_kernel(write_kernel, info, "spatial-split write"));
     int stats_blocks = 0;
@@ -888,26 +935,96 @@ smxStatus_t plan_spatial_split(const SoftmaxInfo& info, const DeviceLimits& limi
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(write_kernel, cuda::kSpatialSplitThreads, 0, &write_blocks));
     const std::int64_t slots =
         static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(std::min(stats_blocks, write_blocks), 1);
-    const std::int64_t axis_threads = cuda::kSpatialSplitThreads / width;
-    const std::int64_t step_positions = axis_threads * cuda::kSpatialSplitUnroll;
-    // Rounding the chunk up to whole loop steps only lowers the chunk count: never a partial extra wave.
+    const int unroll = vectors ? cuda::kSpatialSplitVectorUnroll : cuda::kSpatialSplitUnroll;
+    const std::int64_t axis_threads = cuda::kSpatialSplitThreads / (width / packs.columns);
+    const std::int64_t step_positions = axis_threads * unroll;
+    // As many chunks as wanted and the minimum chunk allows; where they would spill into a last wave under
+    // half full, fewer, in whole waves. Rounding the chunk up to whole loop steps then only lowers the count.
     const std::int64_t wanted_chunks = std::max<std::int64_t>(2, kSpatialSplitWaves * slots / tiles);
-    const std::int64_t chunk_len =
-        std::max(round_up(ceil_div(info.row_len, wanted_chunks), step_positions), step_positions * kSpatialSplitMinSteps);
+    std::int64_t target_chunks =
+        std::max<std::int64_t>(1, std::min(wanted_chunks, info.row_len / (step_positions * kSpatialSplitMinSteps)));
+    const std::int64_t ctas = tiles * target_chunks;
+    if (ctas > slots && ctas % slots != 0 && ctas % slots < slots / 2) {
+        target_chunks = std::max<std::int64_t>(1, ctas / slots * slots / tiles);
+    }
+    const std::int64_t chunk_len = round_up(ceil_div(info.row_len, target_chunks), step_positions);
     const std::int64_t chunks = ceil_div(info.row_len, chunk_len);
     if (chunks < 2) return SMX_STATUS_SUCCESS;
     const std::size_t compute_size = info.x_dtype == SMX_DTYPE_F64 ? sizeof(double) : sizeof(float);
     const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(tiles));
+    plan->args.tiles_per_outer = tiles_per_outer;
+    plan->args.tiles = tiles;
+    plan->args.tile_width = width;
     plan->args.slice_len = chunk_len;
     plan->args.chunks = chunks;
     plan->workspace = static_cast<std::size_t>(tiles * chunks * width) * 2 * compute_size;
     plan->launches[0] = {stats_kernel, grid, dim3(cuda::kSpatialSplitThreads), 0, 0};
     plan->launches[1] = {write_kernel, grid, dim3(cuda::kSpatialSplitThreads), 0, 0};
     plan->launch_count = 2;
-    plan->text = fmt::format("cuda spatial-split tile={} axis_threads={} chunk={} chunks={} threads={} workspace={}",
-                             width, axis_threads, chunk_len, chunks, cuda::kSpatialSplitThreads, plan->workspace);
+    plan->text = fmt::format("cuda spatial-split tile={} columns_per_thread={} axis_threads={} chunk={} chunks={} "
+                             "threads={} workspace={}",
+                             width, packs.columns, axis_threads, chunk_len, chunks, cuda::kSpatialSplitThreads,
+                             plan->workspace);
     *planned = true;
     return SMX_STATUS_SUCCESS;
+}
+
+// Columns too long for any cluster, one element a thread: spatial-split, or spatial-online where forced
+// (SMX_CUDA_LONG_COLUMNS=online), where a column is too short for two chunks, or where the tiles exceed
+// the grid's y limit.
+smxStatus_t plan_one_element_columns(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
+    const int width = static_cast<int>(std::min<std::int64_t>(32, next_pow2(info.inner)));
+    if (!spatial_online_forced()) {
+        bool planned = false;
+        SMX_RETURN_IF_ERROR(plan_spatial_split(info, limits, SplitPacks{}, width, plan, &planned));
+        if (planned) return SMX_STATUS_SUCCESS;
+    }
+    // Spatial-online: one CTA per tile, with enough threads along the axis to fill every SM when tiles are
+    // few, but no more than the axis has.
+    const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
+    const std::int64_t tiles = info.outer * tiles_per_outer;
+    plan->args.tiles_per_outer = tiles_per_outer;
+    plan->args.tiles = tiles;
+    plan->args.tile_width = width;
+    const void* kernel = cuda::spatial_online_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial-online"));
+    const std::int64_t device_threads =
+        static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(limits.max_threads_per_multiprocessor, 1024);
+    std::int64_t threads = std::clamp<std::int64_t>(prev_pow2(std::max<std::int64_t>(device_threads / tiles, 1)), 128, 1024);
+    while (threads > 32 && threads / 2 >= width * next_pow2(info.row_len)) threads /= 2;
+    int blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &blocks));
+    const unsigned grid = persistent_grid(tiles, blocks, limits.multiprocessor_count);
+    plan->launches[0] = {kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), 0, 0};
+    plan->text = fmt::format("cuda spatial-online tile={} axis_threads={} threads={} grid={}", width, threads / width,
+                             threads, grid);
+    return SMX_STATUS_SUCCESS;
+}
+
+// Columns too long for any cluster (x read twice). Where inner is wider than kSplitVectorsMinInner and the
+// strides allow vector accesses, spatial-split's vector instances (tiles of up to kSpatialSplitMaxWidth
+// columns), with the one-element plan kept for calls whose x or y base is misaligned for them; otherwise the
+// one-element plan alone.
+smxStatus_t plan_long_columns(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
+    SplitPacks packs;
+    if (info.inner > kSplitVectorsMinInner && !spatial_online_forced() && split_vectors_fit(info, &packs)) {
+        const CudaSoftmaxPlan base = *plan;
+        const int width = static_cast<int>(std::min<std::int64_t>(cuda::kSpatialSplitMaxWidth, next_pow2(info.inner)));
+        bool planned = false;
+        SMX_RETURN_IF_ERROR(plan_spatial_split(info, limits, packs, width, plan, &planned));
+        if (planned) {
+            auto unaligned = std::make_shared<CudaSoftmaxPlan>(base);
+            SMX_RETURN_IF_ERROR(plan_one_element_columns(info, limits, unaligned.get()));
+            plan->workspace = std::max(plan->workspace, unaligned->workspace);
+            plan->text += fmt::format("; unaligned x or y: {}", unaligned->text.substr(std::strlen("cuda ")));
+            plan->x_base_alignment = packs.x_alignment;
+            plan->y_base_alignment = packs.y_alignment;
+            plan->unaligned_plan = std::move(unaligned);
+            return SMX_STATUS_SUCCESS;
+        }
+        *plan = base;
+    }
+    return plan_one_element_columns(info, limits, plan);
 }
 
 smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {
@@ -997,34 +1114,8 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const DeviceLimits& limits, Cu
         return SMX_STATUS_SUCCESS;
     }
 
-    // (b) Columns too long for any cluster: online statistics, then a second read of x.
-    const int width = static_cast<int>(std::min<std::int64_t>(32, next_pow2(info.inner)));
-    const std::int64_t tiles_per_outer = ceil_div(info.inner, width);
-    const std::int64_t tiles = info.outer * tiles_per_outer;
-    plan->args.tiles_per_outer = tiles_per_outer;
-    plan->args.tiles = tiles;
-    plan->args.tile_width = width;
-    if (!spatial_online_forced()) {
-        bool planned = false;
-        SMX_RETURN_IF_ERROR(plan_spatial_split(info, limits, plan, &planned));
-        if (planned) return SMX_STATUS_SUCCESS;
-    }
-    // Spatial-online (forced, or columns too short for two chunks, or more tiles than the grid's y limit):
-    // one CTA per tile, with enough threads along the axis to fill every SM when tiles are few, but no
-    // more than the axis has.
-    const void* kernel = cuda::spatial_online_softmax_kernel(info.x_dtype, info.y_dtype);
-    SMX_RETURN_IF_ERROR(require_kernel(kernel, info, "spatial-online"));
-    const std::int64_t device_threads =
-        static_cast<std::int64_t>(limits.multiprocessor_count) * std::max(limits.max_threads_per_multiprocessor, 1024);
-    std::int64_t threads = std::clamp<std::int64_t>(prev_pow2(std::max<std::int64_t>(device_threads / tiles, 1)), 128, 1024);
-    while (threads > 32 && threads / 2 >= width * next_pow2(info.row_len)) threads /= 2;
-    int blocks = 0;
-    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &blocks));
-    const unsigned grid = persistent_grid(tiles, blocks, limits.multiprocessor_count);
-    plan->launches[0] = {kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), 0, 0};
-    plan->text = fmt::format("cuda spatial-online tile={} axis_threads={} threads={} grid={}", width, threads / width,
-                             threads, grid);
-    return SMX_STATUS_SUCCESS;
+    // (b) Columns too long for any cluster: statistics, then a second read of x.
+    return plan_long_columns(info, limits, plan);
 }
 
 smxStatus_t plan_general(const SoftmaxInfo& info, const DeviceLimits& limits, CudaSoftmaxPlan* plan) {

@@ -536,121 +536,173 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
 }
 
 // ---- spatial-online and spatial-split (two passes over x) -----------------------------------------
-// A CTA covers W columns of one tile (W = tile_width, a power of two up to 32): thread t takes column t % W
-// at axis positions t / W + k * (T / W), so a warp reads 32 / W rows of W contiguous elements.
+// A CTA covers W columns of one tile (W = tile_width, a power of two) in vectors of kPack adjacent columns
+// (kPack = 1: one element a thread, every layout; above 1, spatial-split where x and y allow whole-vector
+// accesses). V = W / kPack vectors side by side make a tile row; thread t takes vector t % V at axis
+// positions t / V + k * (T / V), so a warp reads 32 / V rows of W contiguous elements.
 
 constexpr int kSpatialUnroll = 4;  // spatial-online: axis positions per thread and loop step
 
-// This thread's column of one tile: its element offsets in x and y (a column index past inner takes
-// column 0 and is marked invalid, so no load or store leaves the tensor).
+// This thread's vector of one tile: the element offsets of its first column in x and y (a vector past
+// inner takes column 0 and is marked invalid, so no load or store leaves the tensor; with kPack > 1 the
+// plan makes inner a multiple of kPack, so a vector is valid whole or not at all).
 struct ColumnPlace {
     std::int64_t x_offset;
     std::int64_t y_offset;
     bool valid;
 };
 
+template <int kPack>
 __device__ __forceinline__ ColumnPlace column_place(const SoftmaxKernelArgs& args, std::int64_t tile) {
     std::int64_t outer, tile_in_outer;
     split_tile(tile, args.tiles_per_outer, args.tiles, &outer, &tile_in_outer);
-    const std::int64_t column = tile_in_outer * args.tile_width + threadIdx.x % args.tile_width;
+    const int vectors = args.tile_width / kPack;
+    const std::int64_t column = tile_in_outer * args.tile_width + static_cast<int>(threadIdx.x % vectors) * kPack;
     const bool valid = column < args.inner;
     const std::int64_t in_tile = valid ? column : 0;
     return {outer * args.x_outer_stride + in_tile, outer * args.y_outer_stride + in_tile, valid};
 }
 
-// One loop step's kUnroll values of a column, x_step elements apart from x_at. A whole step (`whole`: every
-// position inside the range) walks a pointer with no checks: the checked form recomputed each 64-bit
+// One loop step's kUnroll vectors of kPack columns, x_step elements apart from x_at. A whole step (`whole`:
+// every position inside the range) walks a pointer with no checks: the checked form recomputed each 64-bit
 // address under its own predicate (~17 instructions a load, SASS). Otherwise position u is loaded where
 // in_range(u), -inf elsewhere (padding the statistics ignore).
-template <int kUnroll, class X, class InRange, class C = ComputeType<X>>
+template <int kUnroll, int kPack, class X, class InRange, class C = ComputeType<X>>
 __device__ __forceinline__ void load_column_step(const X* x_at, std::int64_t x_step, bool whole, const InRange& in_range,
-                                                 C (&values)[kUnroll]) {
+                                                 C (&values)[kUnroll][kPack]) {
     if (whole) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-            values[u] = to_compute(*x_at);
+            load_pack<X, C, kPack>(x_at, values[u]);
             x_at += x_step;
         }
     } else {
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) values[u] = in_range(u) ? to_compute(x_at[u * x_step]) : neg_inf<C>();
+        for (int u = 0; u < kUnroll; ++u) {
+            if (in_range(u)) {
+                load_pack<X, C, kPack>(x_at + u * x_step, values[u]);
+            } else {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) values[u][k] = neg_inf<C>();
+            }
+        }
     }
 }
 
-// This thread's statistics of its column over axis positions [first, end), stepping axis_step, kUnroll
-// positions in flight per loop step (addressed from the step's first: one 64-bit multiply per step).
-template <int kUnroll, class X, class C = ComputeType<X>>
-__device__ __forceinline__ Stats<C> column_range_stats(const X* x_column, std::int64_t x_axis_stride, std::int64_t first,
-                                                       std::int64_t end, std::int64_t axis_step) {
+// This thread's statistics of its kPack columns over axis positions [first, end), stepping axis_step,
+// kUnroll positions in flight per loop step (addressed from the step's first: one 64-bit multiply a step).
+template <int kUnroll, int kPack, class X, class C = ComputeType<X>>
+__device__ __forceinline__ void column_range_stats(const X* x_column, std::int64_t x_axis_stride, std::int64_t first,
+                                                   std::int64_t end, std::int64_t axis_step, Stats<C> (&stats)[kPack]) {
     const std::int64_t x_step = axis_step * x_axis_stride;
-    return segmented_stats<C>(first, end, axis_step * kUnroll, [&](std::int64_t j, Stats<C>& segment) {
-        C values[kUnroll];
-        load_column_step<kUnroll>(x_column + j * x_axis_stride, x_step, j + (kUnroll - 1) * axis_step < end,
-                                  [&](int u) { return j + u * axis_step < end; }, values);
-        add_chunk<kUnroll>(segment, values);
-    });
+    const std::int64_t stride = axis_step * kUnroll;
+    const auto add_step = [&](std::int64_t j, Stats<C>* segment) {
+        C values[kUnroll][kPack];
+        load_column_step<kUnroll, kPack>(x_column + j * x_axis_stride, x_step, j + (kUnroll - 1) * axis_step < end,
+                                         [&](int u) { return j + u * axis_step < end; }, values);
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            C column[kUnroll];
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) column[u] = values[u][k];
+            add_chunk<kUnroll>(segment[k], column);
+        }
+    };
+    if constexpr (kPack == 1) {
+        stats[0] = segmented_stats<C>(first, end, stride, [&](std::int64_t j, Stats<C>& segment) { add_step(j, &segment); });
+    } else {
+        const ColumnStats<kPack, C> total = segmented_column_stats<kPack, C>(
+            first, end, stride, [&](std::int64_t j, Stats<C> (&segment)[kPack]) { add_step(j, segment); });
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) stats[k] = total.column[k];
+    }
 }
 
-// Folds the statistics of every thread of a column in the CTA; every thread gets its column's. Lanes of
-// one column within a warp differ by multiples of W: fold them, then fold across warps in warp order.
-// column_partials: one entry per (warp, column); it may be rewritten once this returns.
-template <class C>
-__device__ __forceinline__ Stats<C> fold_column_stats(Stats<C> stats, int width, Stats<C>* column_partials) {
-    stats = warp_combine_stats(stats, width);
+// Folds the statistics of every thread of a column in the CTA; every thread gets its kPack columns'. Lanes
+// of one vector within a warp differ by multiples of `vectors` (V): fold them, then fold across warps in
+// warp order (V <= 32: every warp covers every vector of the tile). column_partials: one entry per (warp,
+// column); it may be rewritten once this returns.
+template <int kPack, class C>
+__device__ __forceinline__ void fold_column_stats(Stats<C> (&stats)[kPack], int vectors, Stats<C>* column_partials) {
+    warp_combine_columns(stats, vectors);
+    const int width = vectors * kPack;
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    if (lane < width) column_partials[warp * width + lane] = stats;
+    const int first_column = static_cast<int>(threadIdx.x % vectors) * kPack;
+    if (lane < vectors) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) column_partials[warp * width + first_column + k] = stats[k];
+    }
     __syncthreads();
-    const int column_in_tile = threadIdx.x % width;
-    stats = column_partials[column_in_tile];
-    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) stats = combine(stats, column_partials[w * width + column_in_tile]);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) stats[k] = column_partials[first_column + k];
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) stats[k] = combine(stats[k], column_partials[w * width + first_column + k]);
+    }
     __syncthreads();
-    return stats;
 }
 
-// Writes y over this thread's axis positions in [first, end) of its column from the column's statistics,
+// Writes y over this thread's axis positions in [first, end) of its kPack columns from their statistics,
 // kUnroll positions in flight per loop step. Softmax outputs take one exp relative to the max's scaled
 // shift and one multiply by a factor holding 1 / sum and the shift's rounding (ShiftedExpFast: an FFMA
-// and a MUFU.EX2), where the max allows the fast form; otherwise (double, special values) the exact form.
-template <int kUnroll, class X, class Y, class C = ComputeType<X>>
+// and a MUFU.EX2), where every column's max allows the fast form; otherwise (double, special values) the
+// exact form.
+template <int kUnroll, int kPack, class X, class Y, class C = ComputeType<X>>
 __device__ __forceinline__ void column_range_write(const SoftmaxKernelArgs& args, const ColumnPlace& place,
                                                    std::int64_t first, std::int64_t end, std::int64_t axis_step,
-                                                   Stats<C> stats) {
+                                                   const Stats<C> (&stats)[kPack]) {
     const X* x_column = static_cast<const X*>(args.x) + place.x_offset;
     Y* y_column = static_cast<Y*>(args.y) + place.y_offset;
     const std::int64_t x_step = axis_step * args.x_axis_stride;
     const std::int64_t y_step = axis_step * args.y_axis_stride;
     const bool log_mode = args.log_mode != 0;
-    const C log_sum = log_of(stats.sum);
-    with_exp_form<C>(fast_exp_applies(stats.max), [&](auto form) {
-        const auto exp = form.make(stats.max);
-        const C factor = exp.unbias() * (C(1) / stats.sum);
-        const auto output = [&](C value) {
-            return StoreAs<Y>::from(log_mode ? value - stats.max - log_sum : exp(value) * factor);
+    C log_sum[kPack];
+    bool fast = true;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+        log_sum[k] = log_of(stats[k].sum);
+        fast = fast && fast_exp_applies(stats[k].max);
+    }
+    with_exp_form<C>(fast, [&](auto form) {
+        C factor[kPack];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) factor[k] = form.make(stats[k].max).unbias() * (C(1) / stats[k].sum);
+        const auto outputs = [&](const C (&values)[kPack], C (&out)[kPack]) {
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                out[k] = log_mode ? values[k] - stats[k].max - log_sum[k] : form.make(stats[k].max)(values[k]) * factor[k];
+            }
         };
         for (std::int64_t j = first; j < end; j += axis_step * kUnroll) {
             const bool whole = j + (kUnroll - 1) * axis_step < end;
             const auto in_range = [&](int u) { return j + u * axis_step < end; };
-            C values[kUnroll];
-            load_column_step<kUnroll>(x_column + j * args.x_axis_stride, x_step, whole, in_range, values);
+            C values[kUnroll][kPack];
+            load_column_step<kUnroll, kPack>(x_column + j * args.x_axis_stride, x_step, whole, in_range, values);
             Y* y_at = y_column + j * args.y_axis_stride;
             if (whole) {
 #pragma unroll
                 for (int u = 0; u < kUnroll; ++u) {
-                    *y_at = output(values[u]);
+                    C out[kPack];
+                    outputs(values[u], out);
+                    store_pack<Y, kPack>(y_at, out);
                     y_at += y_step;
                 }
             } else {
 #pragma unroll
                 for (int u = 0; u < kUnroll; ++u) {
-                    if (in_range(u)) y_at[u * y_step] = output(values[u]);
+                    if (in_range(u)) {
+                        C out[kPack];
+                        outputs(values[u], out);
+                        store_pack<Y, kPack>(y_at + u * y_step, out);
+                    }
                 }
             }
         }
     });
 }
 
-// spatial-online: one CTA per tile (grid-stride over tiles), whole columns.
+// spatial-online: one CTA per tile (grid-stride over tiles), whole columns, one element a thread.
 template <class X, class Y>
 __global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
@@ -658,12 +710,13 @@ __global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKern
     const std::int64_t axis_first = threadIdx.x / args.tile_width;
     const std::int64_t axis_step = blockDim.x / args.tile_width;
     for (std::int64_t tile = blockIdx.x; tile < args.tiles; tile += gridDim.x) {
-        const ColumnPlace place = column_place(args, tile);
+        const ColumnPlace place = column_place<1>(args, tile);
         const std::int64_t end = place.valid ? args.row_len : 0;  // an invalid column adds nothing
         const X* x_column = static_cast<const X*>(args.x) + place.x_offset;
-        Stats<C> stats = column_range_stats<kSpatialUnroll>(x_column, args.x_axis_stride, axis_first, end, axis_step);
-        stats = fold_column_stats(stats, args.tile_width, column_partials);
-        if (place.valid) column_range_write<kSpatialUnroll, X, Y>(args, place, axis_first, args.row_len, axis_step, stats);
+        Stats<C> stats[1];
+        column_range_stats<kSpatialUnroll, 1>(x_column, args.x_axis_stride, axis_first, end, axis_step, stats);
+        fold_column_stats<1>(stats, args.tile_width, column_partials);
+        if (place.valid) column_range_write<kSpatialUnroll, 1, X, Y>(args, place, axis_first, args.row_len, axis_step, stats);
     }
 }
 
@@ -673,6 +726,8 @@ __global__ void __launch_bounds__(1024) spatial_online_softmax(const SoftmaxKern
 // kernel folds a tile's partials (every CTA of the tile in the same order: identical statistics) and
 // writes its chunk, taking chunks in reverse order so that the ones read last, likeliest still in L2,
 // are read again first. Traffic: x read twice, y written once, as spatial-online, but spread over the GPU.
+// kPack > 1 (the vector instances): whole-vector loads of x and stores of y, which the plan takes where
+// x's and y's strides and inner allow them and run() where the base pointers do.
 __device__ __forceinline__ std::int64_t split_chunk_end(const SoftmaxKernelArgs& args, std::int64_t chunk) {
     const std::int64_t end = (chunk + 1) * args.slice_len;
     return end < args.row_len ? end : args.row_len;
@@ -683,41 +738,61 @@ __device__ __forceinline__ std::int64_t split_chunk_end(const SoftmaxKernelArgs&
 // long-column shapes and 8-15% slower on 1048576 x 32 dim=0 (H200, perf-notes run 171).
 constexpr int kSpatialSplitMinBlocks = 2;
 
-template <class X>
+// Axis positions per thread and loop step: kSpatialSplitUnroll one-element steps, kSpatialSplitVectorUnroll
+// vector steps (kernel_args.hpp; the plan sizes chunks in whole steps).
+template <int kPack>
+constexpr int kSplitUnrollOf = kPack == 1 ? kSpatialSplitUnroll : kSpatialSplitVectorUnroll;
+
+// [warp][column in tile] partials of fold_column_stats.
+template <class C>
+using SplitColumnPartials = Stats<C>[kSpatialSplitThreads / 32 * kSpatialSplitMaxWidth];
+
+template <class X, int kPack>
 __global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) spatial_split_stats(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
-    __shared__ Stats<C> column_partials[kSpatialSplitThreads];  // [warp][column in tile]
+    __shared__ SplitColumnPartials<C> column_partials;
+    const int vectors = args.tile_width / kPack;
     const std::int64_t chunk = blockIdx.x;
     const std::int64_t tile = blockIdx.y;
-    const std::int64_t axis_step = blockDim.x / args.tile_width;
-    const ColumnPlace place = column_place(args, tile);
-    const std::int64_t first = chunk * args.slice_len + threadIdx.x / args.tile_width;
-    const std::int64_t end = place.valid ? split_chunk_end(args, chunk) : 0;  // an invalid column adds nothing
+    const std::int64_t axis_step = blockDim.x / vectors;
+    const ColumnPlace place = column_place<kPack>(args, tile);
+    const std::int64_t first = chunk * args.slice_len + threadIdx.x / vectors;
+    const std::int64_t end = place.valid ? split_chunk_end(args, chunk) : 0;  // an invalid vector adds nothing
     const X* x_column = static_cast<const X*>(args.x) + place.x_offset;
-    Stats<C> stats = column_range_stats<kSpatialSplitUnroll>(x_column, args.x_axis_stride, first, end, axis_step);
-    stats = fold_column_stats(stats, args.tile_width, column_partials);
-    if (threadIdx.x < static_cast<unsigned>(args.tile_width)) {
-        static_cast<Stats<C>*>(args.workspace)[(tile * args.chunks + chunk) * args.tile_width + threadIdx.x] = stats;
+    Stats<C> stats[kPack];
+    column_range_stats<kSplitUnrollOf<kPack>, kPack>(x_column, args.x_axis_stride, first, end, axis_step, stats);
+    fold_column_stats<kPack>(stats, vectors, column_partials);
+    if (threadIdx.x < static_cast<unsigned>(vectors)) {
+        Stats<C>* partials = static_cast<Stats<C>*>(args.workspace) + (tile * args.chunks + chunk) * args.tile_width;
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) partials[threadIdx.x * kPack + k] = stats[k];
     }
 }
 
-template <class X, class Y>
+template <class X, class Y, int kPack>
 __global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) spatial_split_write(const SoftmaxKernelArgs args) {
     using C = ComputeType<X>;
-    __shared__ Stats<C> column_partials[kSpatialSplitThreads];  // [warp][column in tile]
+    __shared__ SplitColumnPartials<C> column_partials;
     const std::int64_t chunk = gridDim.x - 1 - blockIdx.x;
     const std::int64_t tile = blockIdx.y;
     const int width = args.tile_width;
-    const std::int64_t axis_first = threadIdx.x / width;
-    const std::int64_t axis_step = blockDim.x / width;
-    const ColumnPlace place = column_place(args, tile);
-    const Stats<C>* partials = static_cast<const Stats<C>*>(args.workspace) + tile * args.chunks * width + threadIdx.x % width;
-    Stats<C> stats = empty_stats<C>();
-    for (std::int64_t c = axis_first; c < args.chunks; c += axis_step) stats = combine(stats, partials[c * width]);
-    stats = fold_column_stats(stats, width, column_partials);
+    const int vectors = width / kPack;
+    const std::int64_t axis_first = threadIdx.x / vectors;
+    const std::int64_t axis_step = blockDim.x / vectors;
+    const ColumnPlace place = column_place<kPack>(args, tile);
+    const Stats<C>* partials = static_cast<const Stats<C>*>(args.workspace) + tile * args.chunks * width +
+                               static_cast<int>(threadIdx.x % vectors) * kPack;
+    Stats<C> stats[kPack];
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) stats[k] = empty_stats<C>();
+    for (std::int64_t c = axis_first; c < args.chunks; c += axis_step) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) stats[k] = combine(stats[k], partials[c * width + k]);
+    }
+    fold_column_stats<kPack>(stats, vectors, column_partials);
     if (place.valid) {
-        column_range_write<kSpatialSplitUnroll, X, Y>(args, place, chunk * args.slice_len + axis_first,
-                                                      split_chunk_end(args, chunk), axis_step, stats);
+        column_range_write<kSplitUnrollOf<kPack>, kPack, X, Y>(args, place, chunk * args.slice_len + axis_first,
+                                                                 split_chunk_end(args, chunk), axis_step, stats);
     }
 }
 
@@ -752,16 +827,26 @@ const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y
     });
 }
 
-const void* spatial_split_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
-    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto) -> const void* {
-        return reinterpret_cast<const void*>(&spatial_split_stats<typename decltype(x_tag)::type>);
+// The vector instances take 16 bytes of compute values a thread: 4 columns (f32 and 16-bit x: 16 or 8 bytes
+// of x), 2 for f64. (8 columns of 16-bit x, 16-byte loads, spilled at the 64 registers the launch bound
+// allows.)
+template <class X>
+constexpr int kSplitPackOf = 16 / static_cast<int>(sizeof(ComputeType<X>));
+
+const void* spatial_split_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool vectors) {
+    return visit_dtype_pair(x_dtype, y_dtype, [vectors](auto x_tag, auto) -> const void* {
+        using X = typename decltype(x_tag)::type;
+        return vectors ? reinterpret_cast<const void*>(&spatial_split_stats<X, kSplitPackOf<X>>)
+                       : reinterpret_cast<const void*>(&spatial_split_stats<X, 1>);
     });
 }
 
-const void* spatial_split_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
-    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
-        return reinterpret_cast<const void*>(
-            &spatial_split_write<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+const void* spatial_split_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool vectors) {
+    return visit_dtype_pair(x_dtype, y_dtype, [vectors](auto x_tag, auto y_tag) -> const void* {
+        using X = typename decltype(x_tag)::type;
+        using Y = typename decltype(y_tag)::type;
+        return vectors ? reinterpret_cast<const void*>(&spatial_split_write<X, Y, kSplitPackOf<X>>)
+                       : reinterpret_cast<const void*>(&spatial_split_write<X, Y, 1>);
     });
 }
 

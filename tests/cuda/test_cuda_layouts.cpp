@@ -221,6 +221,12 @@ struct SpatialCase {
     Clustered clustered = Clustered::Any;
 };
 
+// A spatial case run for each of its dtype pairs.
+struct SpatialPairsCase {
+    SpatialCase spatial;
+    std::vector<DtypePair> pairs;
+};
+
 // Checks one case against the reference and its plan's kind (and cluster, when the case names it); returns
 // the plan text for further checks.
 std::string check_spatial_case(smxHandle_t handle, const SpatialCase& c, smxDataType_t x_dtype, smxDataType_t y_dtype,
@@ -539,7 +545,9 @@ TEST_CASE("cuda layouts: long columns and strided rows padded with one constant 
     // instead of cancelling. Summed in one running sum (before segmented_stats), 50-66% of these outputs
     // were out of f32's tolerance (H200, perf-notes run 165). Spatial-online: columns too long for any
     // cluster, 32 threads along each (8192 steps a thread; forced: the rule would split these columns);
-    // general: x's rows strided and y's contiguous, 256 threads along each row (16384 steps).
+    // spatial-split (the rule): the same columns in chunks of a few steps a thread whose partials the write
+    // kernel folds; general: x's rows strided and y's contiguous, 256 threads along each row
+    // (16384 steps).
     CudaHandle handle;
     constexpr std::int64_t kHead = 2000;
     constexpr double kPadding = -0.3;
@@ -553,11 +561,13 @@ TEST_CASE("cuda layouts: long columns and strided rows padded with one constant 
     const Case cases[] = {
         {SMX_DTYPE_F32, {1048576, 32}, {}, 0, "spatial-online"},
         {SMX_DTYPE_BF16, {1048576, 32}, {}, 0, "spatial-online"},
+        {SMX_DTYPE_F32, {1048576, 32}, {}, 0, "spatial-split"},
+        {SMX_DTYPE_BF16, {1048576, 32}, {}, 0, "spatial-split"},
         {SMX_DTYPE_F32, {2, 16777216}, {1, 2}, 1, "general"},
     };
-    // Spatial-online runs these columns only when forced: one tile, so the rule splits them into chunks.
-    const ScopedEnvironment online_columns("SMX_CUDA_LONG_COLUMNS", "online");
     for (const Case& c : cases) {
+        // Spatial-online runs these columns only when forced: one tile, so the rule splits them into chunks.
+        const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", std::string(c.kernel) == "spatial-online" ? "online" : "");
         HostTensor x = make_tensor(c.x_dtype, c.shape, c.x_strides);
         fill_random(x, test_rng());
         const std::int64_t other = c.shape[1 - c.axis];
@@ -579,20 +589,17 @@ TEST_CASE("cuda layouts: long columns cut into chunks, partial chunks and tiles,
     // Columns too long for any cluster: the rule splits them into chunks where the tiles are too few to
     // fill the GPU (spatial-split), and SMX_CUDA_LONG_COLUMNS forces either kernel. Shapes (outer, axis,
     // inner): one tile of 4 columns; 3 outer indices of 9 columns (tiles of 16, 7 columns idle); 40 columns
-    // (a full tile of 32 and one of 8); axis lengths that leave a partial last chunk.
+    // (split: the vector instances, 10 of a 64-column tile's 16 vectors); axis lengths that leave a partial
+    // last chunk.
     CudaHandle handle;
-    struct Case {
-        SpatialCase spatial;
-        std::vector<DtypePair> pairs;
-    };
-    const Case cases[] = {
+    const SpatialPairsCase cases[] = {
         {{1, 300000, 4, "spatial-split"},
          {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32},
           {SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_F64, SMX_DTYPE_F64}}},
         {{3, 300001, 9, "spatial-split"}, {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}}},
         {{1, 250007, 40, "spatial-split"}, {{SMX_DTYPE_F16, SMX_DTYPE_F32}}},
     };
-    for (const Case& c : cases) {
+    for (const SpatialPairsCase& c : cases) {
         for (const char* forced : {"", "online", "split"}) {
             const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
             SpatialCase spatial = c.spatial;
@@ -607,6 +614,64 @@ TEST_CASE("cuda layouts: long columns cut into chunks, partial chunks and tiles,
                 }
             }
         }
+    }
+}
+
+TEST_CASE("cuda layouts: long columns split in vectors, with the one-element plan for misaligned bases", "[cuda]") {
+    // Where inner is wider than 32 columns, a whole number of vectors (4 columns, 2 for f64), and the strides
+    // keep vectors aligned, spatial-split runs its vector instances on tiles of up to 64 columns, and falls
+    // back to one element a thread for calls whose x or y base is off the vectors' alignment (fronts of one
+    // element). Shapes (outer, axis, inner): 10 of 16 vectors valid (inner 40; f64: 20 of 32); 3 outer
+    // indices of 9 of 16 valid vectors (inner 36); one whole 64-column tile (f16: a cluster of 16 cannot hold
+    // 15001 positions x 16 bytes a CTA); inner 42, which only f64's 2-column vectors divide (f32 takes one
+    // element a thread, in two tiles of 32, and has no fallback); inner 4, one element a thread (32 columns
+    // or fewer).
+    CudaHandle handle;
+    const SpatialPairsCase cases[] = {
+        {{1, 250007, 40, "spatial-split"},
+         {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F64, SMX_DTYPE_F64}}},
+        {{3, 240001, 36, "spatial-split"}, {{SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_F16, SMX_DTYPE_F16}}},
+        {{1, 240007, 64, "spatial-split"}, {{SMX_DTYPE_F16, SMX_DTYPE_F16}}},
+        {{1, 240000, 42, "spatial-split"}, {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_F64, SMX_DTYPE_F64}}},
+        {{1, 300000, 4, "spatial-split"}, {{SMX_DTYPE_F32, SMX_DTYPE_F32}}},
+    };
+    for (const SpatialPairsCase& c : cases) {
+        for (const DtypePair& pair : c.pairs) {
+            const int columns = pair.x == SMX_DTYPE_F64 ? 2 : 4;
+            const bool vectors = c.spatial.inner > 32 && c.spatial.inner % columns == 0;
+            std::int64_t width = 1;  // the tile: inner's next power of two, at most 64 columns (32 one element a thread)
+            while (width < c.spatial.inner && width < (vectors ? 64 : 32)) width *= 2;
+            for (bool log_mode : {false, true}) {
+                for (const auto& fronts : {std::pair<int, int>{0, 0}, {1, 0}, {0, 1}}) {
+                    const std::string plan =
+                        check_spatial_case(handle.get(), c.spatial, pair.x, pair.y, fronts.first, fronts.second, log_mode);
+                    INFO("plan: " << plan);
+                    CHECK(plan_value(plan, "columns_per_thread") == (vectors ? columns : 1));
+                    CHECK(plan_value(plan, "tile") == width);
+                    CHECK(plan_value(plan, "chunks") >= 2);
+                    // The fallback: the one-element split, named after the vector plan.
+                    CHECK((plan.find("; unaligned x or y: spatial-split tile=") != std::string::npos) == vectors);
+                }
+            }
+        }
+    }
+    // Strides off the vectors' alignment take the one-element plan alone: x's axis stride of 41 elements, and
+    // y's outer stride of 40 x 240000 + 2.
+    const std::vector<std::int64_t> shape = {2, 240000, 40};
+    HostTensor x = make_tensor(SMX_DTYPE_F32, shape, {240000 * 41, 41, 1});
+    HostTensor x_contiguous = make_tensor(SMX_DTYPE_F32, shape);
+    HostTensor y = make_tensor(SMX_DTYPE_F32, shape);
+    HostTensor y_padded = make_tensor(SMX_DTYPE_F32, shape, {240000 * 40 + 2, 40, 1});
+    fill_random(x, test_rng());
+    fill_random(x_contiguous, test_rng());
+    for (const auto& tensors : {std::pair<HostTensor*, HostTensor*>{&x, &y}, {&x_contiguous, &y_padded}}) {
+        std::string plan;
+        const std::string mismatch = check_on_device(handle.get(), *tensors.second, *tensors.first, 1, false, &plan);
+        INFO(describe_case(*tensors.second, *tensors.first, 1, false) << " | plan: " << plan);
+        CHECK(mismatch == "");
+        CHECK(kernel_kind(plan) == "spatial-split");
+        CHECK(plan_value(plan, "columns_per_thread") == 1);
+        CHECK(plan.find("unaligned") == std::string::npos);
     }
 }
 
@@ -635,13 +700,17 @@ TEST_CASE("cuda layouts: long columns split into chunks with padded outer stride
 }
 
 TEST_CASE("cuda layouts: a long column split into chunks", "[cuda][sanitize]") {
-    // 240000 positions x 16 bytes exceed a cluster of 16 CTAs' shared memory: spatial-split, 5 of the tile's
-    // 8 columns valid, a partial last chunk; x or y one element off alignment.
+    // 240000 positions x 16 bytes exceed a cluster of 16 CTAs' shared memory: spatial-split, a partial last
+    // chunk. One element a thread: 5 of the tile's 8 columns valid, x or y one element off alignment. Vector
+    // instances: 36 columns, 9 of the tile's 16 vectors valid.
     CudaHandle handle;
     const SpatialCase column{1, 240000, 5, "spatial-split"};
+    const SpatialCase vectors{1, 240000, 36, "spatial-split"};
     for (bool log_mode : {false, true}) {
         check_spatial_case(handle.get(), column, SMX_DTYPE_F32, SMX_DTYPE_BF16, 0, 1, log_mode);
         check_spatial_case(handle.get(), column, SMX_DTYPE_BF16, SMX_DTYPE_F32, 1, 0, log_mode);
+        check_spatial_case(handle.get(), vectors, SMX_DTYPE_F32, SMX_DTYPE_BF16, 0, 0, log_mode);
+        check_spatial_case(handle.get(), vectors, SMX_DTYPE_BF16, SMX_DTYPE_F32, 0, 0, log_mode);
     }
 }
 

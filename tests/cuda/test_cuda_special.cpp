@@ -142,19 +142,22 @@ TEST_CASE("cuda special values: short, medium and long rows and columns in both 
 TEST_CASE("cuda special values: columns too long for a cluster, split into chunks or not", "[cuda]") {
     // One column per row kind along a 300001-long axis: one tile, so the rule splits every column into
     // chunks whose partial statistics meet in the workspace (-inf stretches, a lone finite value or a NaN
-    // in one chunk only); forced, spatial-online takes them whole.
+    // in one chunk only); forced, spatial-online takes them whole. Split, the 12 kinds take the one-element
+    // instances; three cycles of them (36 columns) the vector instances, kinds mixed in a thread's vector.
     CudaHandle handle;
     for (const char* forced : {"", "online"}) {
         const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
         for (const DtypePair& pair : kSpecialPairs) {
-            for (bool log_mode : {false, true}) {
-                const HostTensor x = special_columns(pair.x, kRowKinds, 300001);
-                HostTensor y = make_tensor(pair.y, x.shape);
-                std::string plan;
-                const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
-                INFO("special values: " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
-                CHECK(mismatch == "");
-                CHECK(kernel_kind(plan) == (std::string(forced) == "online" ? "spatial-online" : "spatial-split"));
+            for (const std::int64_t column_count : {kRowKinds, 3 * kRowKinds}) {
+                for (bool log_mode : {false, true}) {
+                    const HostTensor x = special_columns(pair.x, column_count, 300001);
+                    HostTensor y = make_tensor(pair.y, x.shape);
+                    std::string plan;
+                    const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
+                    INFO("special values: " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
+                    CHECK(mismatch == "");
+                    CHECK(kernel_kind(plan) == (std::string(forced) == "online" ? "spatial-online" : "spatial-split"));
+                }
             }
         }
     }
