@@ -72,8 +72,10 @@ constexpr int kSpatialSplitThreads = 512; // spatial-split CTA (both kernels)
 // five long-column shapes, f32 / bf16 / bf16 -> f32): 8 against 4 1-11% faster on all 15 cases; 16 up to 4%
 // faster on three f32 cases than 8, up to 20% slower on bf16 (300000 x 64 dim=0).
 constexpr int kSpatialSplitUnroll = 8;
-// spatial-split's vector instances: columns per thread in 16 bytes of compute values (4 f32, 2 f64), vectors
-// per thread and loop step, and at most this many columns a tile.
+// spatial-split's vector instances: columns per thread in 16 bytes of compute values (4 f32, 2 f64); vectors
+// per thread and loop step (8 spilled 8-24 bytes at the 64-register bound and lost 9-13% on 300000 x 64
+// dim=0, perf-notes run 174); at most this many columns a tile (so at most 32 vectors side by side, one warp's
+// lanes, as the column fold's [warp][column] partials require).
 constexpr int kSpatialSplitPackBytes = 16;
 constexpr int kSpatialSplitVectorUnroll = 4;
 constexpr int kSpatialSplitMaxWidth = 64;

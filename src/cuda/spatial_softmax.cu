@@ -831,7 +831,7 @@ const void* spatial_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y
 // of x), 2 for f64. (8 columns of 16-bit x, 16-byte loads, spilled at the 64 registers the launch bound
 // allows.)
 template <class X>
-constexpr int kSplitPackOf = 16 / static_cast<int>(sizeof(ComputeType<X>));
+constexpr int kSplitPackOf = kSpatialSplitPackBytes / static_cast<int>(sizeof(ComputeType<X>));
 
 const void* spatial_split_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool vectors) {
     return visit_dtype_pair(x_dtype, y_dtype, [vectors](auto x_tag, auto) -> const void* {
