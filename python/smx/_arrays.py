@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from . import _dlpack, _dtypes
+from . import _dlpack, _driver, _dtypes
 
 __all__ = ["View", "describe", "stream_handle", "library_of", "empty_like_layout", "dense_strides_like",
            "workspace", "CPU", "CUDA"]
@@ -118,22 +118,15 @@ def _from_torch(tensor, stream, view, torch):
     view.read_only = False
 
 
-_libcuda = None
-
-
 def _cuda_device_of_pointer(pointer):
     """The ordinal of the CUDA device that owns `pointer`, asked of the CUDA driver."""
-    global _libcuda
-    if _libcuda is None:
-        driver = ctypes.CDLL("libcuda.so.1")  # published only once typed: another thread may call it at once
-        driver.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
-        driver.cuPointerGetAttribute.restype = ctypes.c_int
-        _libcuda = driver
     ordinal = ctypes.c_int(-1)
     attribute_device_ordinal = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-    result = _libcuda.cuPointerGetAttribute(ctypes.byref(ordinal), attribute_device_ordinal, pointer)
-    if result != 0:
-        raise ValueError(f"the CUDA driver cannot tell which device holds pointer {pointer:#x} (CUresult {result})")
+    try:
+        _driver.call("cuPointerGetAttribute", ctypes.byref(ordinal), attribute_device_ordinal, pointer,
+                     what=f"asking which device holds pointer {pointer:#x}")
+    except _driver.DriverError as error:
+        raise ValueError(f"the CUDA driver cannot tell which device holds pointer {pointer:#x} ({error})") from None
     return ordinal.value
 
 
