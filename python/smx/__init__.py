@@ -10,7 +10,7 @@ import atexit
 import ctypes
 import threading
 
-from . import _arrays, _cache, _dtypes
+from . import _arrays, _cache, _dtypes, _streams
 from ._errors import SmxError, SmxNotImplementedError, SmxRuntimeError, SmxTypeError, SmxValueError, check
 from ._lib import LOG_CALLBACK, lib
 from ._lib import path as _library_file
@@ -79,8 +79,14 @@ def _forward(x, dim, dtype, out, stream, mode):
     workspace_owner, workspace = None, None
     if descriptor.workspace_bytes:
         workspace_owner, workspace = _arrays.workspace(x_view, descriptor.workspace_bytes)
+    # Interface arrays whose stream is not the launch stream: ordered both ways around the launch (_streams).
+    foreign = _streams.foreign_streams(x_view.stream, (x_view, y_view)) if x_view.device_type == _arrays.CUDA else []
+    if foreign:
+        _streams.wait_for(foreign, x_view.stream, x_view.device_id)
     check(lib.smxSoftmaxForward(descriptor.pointer, workspace, descriptor.workspace_bytes, y_view.pointer,
                                 x_view.pointer, x_view.stream))
+    if foreign:
+        _streams.release(foreign, x_view.stream, x_view.device_id)
     del workspace_owner  # safe once enqueued: CPU work is done, CUDA pools are ordered on x_view.stream
     if out is not None and y_view.library == "torch":
         _arrays.mark_torch_tensor_written(out)
@@ -98,6 +104,7 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     out: write here instead of allocating (same library, device and shape; out=x works in place).
     stream: the CUDA stream to enqueue on (int handle or stream object); default: torch's current stream
        for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default.
+       A __cuda_array_interface__ stream (of x or out) other than it is ordered before and after the launch.
        CUDA calls return without waiting, like any kernel launch. Checked, then ignored, on the CPU.
     Returns out, or a new array in x's library with x's dimension order."""
     return _forward(x, dim, dtype, out, stream, _SOFTMAX)

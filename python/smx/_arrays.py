@@ -19,10 +19,12 @@ _WORKSPACE_ALIGNMENT = 256  # smxGetSoftmaxWorkspaceSize's contract
 
 
 class View:
-    """One array as smx sees it. `stream` is the CUDA stream the data is ordered on (0 on the CPU);
-    `keepalive` holds whatever keeps `pointer` valid (a DLPack capsule) until the call returns."""
+    """One array as smx sees it. `stream` is the CUDA stream smx launches on (0 on the CPU);
+    `producer_stream` the stream a __cuda_array_interface__ names as the one its producer may still be
+    working on (None for every other source: see _streams); `keepalive` holds whatever keeps `pointer`
+    valid (a DLPack capsule) until the call returns."""
     __slots__ = ("library", "device_type", "device_id", "pointer", "shape", "strides", "dtype", "read_only",
-                 "stream", "keepalive")
+                 "stream", "producer_stream", "keepalive")
 
     def device(self):
         return f"{'cpu' if self.device_type == CPU else 'cuda'}:{self.device_id}"
@@ -154,9 +156,10 @@ def _from_cuda_array_interface(obj, interface, stream, view):
         view.device_id = obj.device.id
     else:
         view.device_id = _cuda_device_of_pointer(view.pointer) if view.pointer else 0
-    # The interface's stream is the one the data is ready on: launch there unless told otherwise.
-    producer_stream = interface.get("stream")
-    view.stream = stream if stream is not None else (producer_stream or 0)
+    # The interface's stream is the one the data is ready on: launch there unless told otherwise (then the
+    # launch is ordered after that stream's work, and it after the launch: _streams).
+    view.producer_stream = interface.get("stream")
+    view.stream = stream if stream is not None else (view.producer_stream or 0)
     return True
 
 
@@ -188,6 +191,7 @@ def describe(obj, stream, writable):
     `writable` marks an output, which must be writable memory of the object itself."""
     view = View()
     view.keepalive = None
+    view.producer_stream = None
     if isinstance(obj, np.ndarray):
         _from_numpy(obj, view)
     else:

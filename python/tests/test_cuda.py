@@ -173,6 +173,95 @@ def test_a_result_dropped_right_after_a_stream_call_is_not_reused_under_its_kern
     assert int(torch.count_nonzero(z)) == 0
 
 
+class InterfaceArray:
+    """A torch tensor offered only through __cuda_array_interface__ (v3), naming `stream` as the stream its
+    producer may still be using it on. No device attribute: smx asks the CUDA driver where it lives."""
+
+    def __init__(self, tensor, stream):
+        self.tensor = tensor
+        itemsize = tensor.element_size()
+        self.__cuda_array_interface__ = {
+            "shape": tuple(tensor.shape), "typestr": np.dtype(str(tensor.dtype).replace("torch.", "")).str,
+            "strides": tuple(stride * itemsize for stride in tensor.stride()), "data": (tensor.data_ptr(), False),
+            "version": 3, "stream": stream}
+
+
+def interface_streams_setup(generator):
+    """x, a poisoned out and two created streams that x is ready on; smx's kernels loaded (a module's first
+    load waits for the whole GPU, which would hide the hazards these tests hold open with sleeps)."""
+    x = random_tensor(generator, (2048, 4096), "float32")
+    out = poisoned(x.shape, "float32")
+    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+    first.wait_stream(torch.cuda.current_stream())
+    second.wait_stream(torch.cuda.current_stream())
+    smx.softmax(InterfaceArray(x, None), out=InterfaceArray(torch.empty_like(x), None), stream=first)
+    torch.cuda.synchronize()
+    return x, out, first, second
+
+
+def test_the_launch_waits_for_the_stream_an_interface_input_names(generator):
+    x, out, producer, launch = interface_streams_setup(generator)
+    values = random_tensor(generator, x.shape, "float32")
+    producer.wait_stream(torch.cuda.current_stream())  # values are ready before the producer copies them
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(500_000_000)  # ~0.25 s of GPU time before x gets its values
+        x.copy_(values)
+    smx.softmax(InterfaceArray(x, producer.cuda_stream), out=InterfaceArray(out, None), stream=launch)
+    torch.cuda.synchronize()
+    assert_matches_torch(out, values, -1, False)
+
+
+def test_the_stream_an_interface_input_names_waits_for_the_launch(generator):
+    x, out, producer, launch = interface_streams_setup(generator)
+    values = x.clone()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(launch):
+        torch.cuda._sleep(500_000_000)  # smx's kernel runs ~0.25 s late
+    smx.log_softmax(InterfaceArray(x, producer.cuda_stream), out=InterfaceArray(out, None), stream=launch)
+    with torch.cuda.stream(producer):
+        x.fill_(0.0)  # the producer's next work on x: after smx has read it
+    torch.cuda.synchronize()
+    assert_matches_torch(out, values, -1, True)
+
+
+def test_an_interface_output_is_written_between_its_stream_s_work_before_and_after(generator):
+    x, out, owner, launch = interface_streams_setup(generator)
+    with torch.cuda.stream(owner):
+        torch.cuda._sleep(500_000_000)
+        before = out.clone()  # the owner's pending read of out: smx must not write first
+    smx.softmax(InterfaceArray(x, None), out=InterfaceArray(out, owner.cuda_stream), stream=launch)
+    with torch.cuda.stream(owner):
+        after = out.clone()  # the owner's next read: sees smx's result
+    torch.cuda.synchronize()
+    assert bool(torch.isnan(before).all())
+    assert_matches_torch(after, x, -1, False)
+
+
+def test_interface_streams_inside_a_graph_capture(generator):
+    x = random_tensor(generator, (64, 1000), "float32")
+    out = poisoned(x.shape, "float32")
+    outside = torch.cuda.Stream()
+    smx.softmax(x, out=torch.empty_like(x))  # loaded before capture (module loading is not capturable)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="capturing a CUDA graph"):
+        with torch.cuda.graph(graph):
+            smx.softmax(InterfaceArray(x, outside.cuda_stream), out=InterfaceArray(out, None),
+                        stream=torch.cuda.current_stream())
+    # A stream forked into the capture is ordered like any other.
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    with torch.cuda.graph(graph):
+        capture = torch.cuda.current_stream()
+        side.wait_stream(capture)
+        smx.softmax(InterfaceArray(x, side.cuda_stream), out=InterfaceArray(out, None), stream=capture)
+        capture.wait_stream(side)  # joined back before the capture ends
+    torch.cuda.synchronize()
+    assert bool(torch.isnan(out).all())  # captured, not run
+    graph.replay()
+    assert_matches_torch(out, x, -1, False)
+
+
 def test_writing_a_tensor_saved_for_backward_makes_backward_refuse(generator):
     z = random_tensor(generator, (4, 64), "float32").requires_grad_()
     h = torch.sigmoid(z)  # sigmoid saves its output for backward

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import smx
-from smx import _arrays, _dlpack
+from smx import _arrays, _dlpack, _streams
 from conftest import assert_close, poisoned, random_array, reference
 
 
@@ -109,6 +109,10 @@ def test_cuda_array_interface_is_read_exactly(rng):
     assert view.stream == 77  # the producer's stream, where the data is ready
     assert _arrays.describe(FakeCudaArray(array, stream=77), 5, writable=False).stream == 5  # stream= wins
     assert _arrays.describe(FakeCudaArray(array, stream=None), None, writable=False).stream == 0
+    # The interface's own stream is kept apart from the launch stream, for the ordering around the launch.
+    assert _arrays.describe(FakeCudaArray(array, stream=77), 5, writable=False).producer_stream == 77
+    assert _arrays.describe(FakeCudaArray(array, stream=None), 5, writable=False).producer_stream is None
+    assert _arrays.describe(array, None, writable=False).producer_stream is None  # NumPy: no stream
 
 
 def test_cuda_array_interface_without_a_float_typestr_is_refused(rng):
@@ -154,3 +158,64 @@ class Stream:
                                                      "numba_default"])
 def test_stream_arguments_of_every_spelling(stream, handle):
     assert _arrays.stream_handle(stream) == handle
+
+
+def interface_view(producer_stream):
+    view = _arrays.View()
+    view.producer_stream = producer_stream
+    return view
+
+
+def test_streams_ordered_around_a_launch_are_the_interface_streams_other_than_the_launch_stream(monkeypatch):
+    monkeypatch.setattr(_streams, "SYNC", True)
+    views = (interface_view(7), interface_view(9))
+    assert _streams.foreign_streams(5, views) == [7, 9]
+    assert _streams.foreign_streams(7, views) == [9]
+    assert _streams.foreign_streams(7, (interface_view(7), interface_view(7))) == []  # launched where x and out are
+    assert _streams.foreign_streams(5, (interface_view(7), interface_view(7))) == [7]  # each stream once
+    assert _streams.foreign_streams(5, (interface_view(None), interface_view(0))) == []  # no stream named
+    assert _streams.foreign_streams(0, (interface_view(1), interface_view(None))) == []  # 0 and 1: the legacy stream
+    assert _streams.foreign_streams(1, (interface_view(2),)) == [2]  # the per-thread default stream is another
+    monkeypatch.setattr(_streams, "SYNC", False)  # SMX_CUDA_ARRAY_INTERFACE_SYNC=0
+    assert _streams.foreign_streams(5, views) == []
+
+
+class FakeDriver:
+    """Stands in for _driver.call: records the stream operations, answers cuStreamIsCapturing from
+    `capturing` (a set of stream handles)."""
+
+    def __init__(self, capturing=()):
+        self.capturing = set(capturing)
+        self.operations = []
+
+    def __call__(self, name, *args, what):
+        if name == "cuStreamIsCapturing":
+            args[1]._obj.value = 1 if (args[0].value or 0) in self.capturing else 0
+        elif name == "cuEventRecord":
+            self.operations.append(("record on", args[1].value or 0))
+        elif name == "cuStreamWaitEvent":
+            self.operations.append(("wait on", args[0].value or 0))
+
+
+def test_the_launch_waits_for_each_interface_stream_and_each_waits_for_the_launch(monkeypatch):
+    driver = FakeDriver()
+    monkeypatch.setattr(_streams._driver, "call", driver)
+    monkeypatch.setattr(_streams, "_device_state", {})
+    _streams.wait_for([7, 9], 5, 0)
+    assert driver.operations == [("record on", 7), ("wait on", 5), ("record on", 9), ("wait on", 5)]
+    driver.operations.clear()
+    _streams.release([7, 9], 5, 0)
+    assert driver.operations == [("record on", 5), ("wait on", 7), ("record on", 5), ("wait on", 9)]
+
+
+@pytest.mark.parametrize("capturing", [{5}, {7}], ids=["launch-capturing", "interface-stream-capturing"])
+def test_streams_on_both_sides_of_a_graph_capture_are_refused_before_anything_is_enqueued(monkeypatch, capturing):
+    driver = FakeDriver(capturing)
+    monkeypatch.setattr(_streams._driver, "call", driver)
+    monkeypatch.setattr(_streams, "_device_state", {})
+    with pytest.raises(RuntimeError, match="capturing a CUDA graph"):
+        _streams.wait_for([7], 5, 0)
+    assert driver.operations == []
+    driver.capturing = {5, 7}  # both in the capture: ordered as usual
+    _streams.wait_for([7], 5, 0)
+    assert driver.operations == [("record on", 7), ("wait on", 5)]
