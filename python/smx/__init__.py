@@ -80,7 +80,8 @@ def _forward(x, dim, dtype, out, stream, mode):
     if descriptor.workspace_bytes:
         workspace_owner, workspace = _arrays.workspace(x_view, descriptor.workspace_bytes)
     # Interface arrays whose stream is not the launch stream: ordered both ways around the launch (_streams).
-    foreign = _streams.foreign_streams(x_view.stream, (x_view, y_view)) if x_view.device_type == _arrays.CUDA else []
+    foreign = _streams.foreign_streams(x_view.stream, (x_view, y_view)) if (
+        x_view.producer_stream is not None or y_view.producer_stream is not None) else []
     if foreign:
         _streams.wait_for(foreign, x_view.stream, x_view.device_id)
     check(lib.smxSoftmaxForward(descriptor.pointer, workspace, descriptor.workspace_bytes, y_view.pointer,

@@ -58,13 +58,23 @@ def to_numpy(code):
     return np.dtype(NAMES[code])
 
 
-def _torch_codes(torch):
-    return {torch.float16: F16, torch.bfloat16: BF16, torch.float32: F32, torch.float64: F64}
+_torch_code_of = None  # {torch.dtype: code}, built on first use (torch is imported by then)
+_torch_dtype_of = None  # {code: torch.dtype}
+
+
+def _torch_tables():
+    global _torch_code_of, _torch_dtype_of
+    if _torch_code_of is None:
+        torch = sys.modules["torch"]
+        dtype_of = {F16: torch.float16, BF16: torch.bfloat16, F32: torch.float32, F64: torch.float64}
+        _torch_dtype_of = dtype_of
+        _torch_code_of = {dtype: code for code, dtype in dtype_of.items()}  # published last: the check above
+    return _torch_code_of, _torch_dtype_of
 
 
 def from_torch(dtype):
     """The code of a torch.dtype, or TypeError naming an unsupported one."""
-    code = _torch_codes(sys.modules["torch"]).get(dtype)
+    code = (_torch_code_of or _torch_tables()[0]).get(dtype)
     if code is None:
         raise TypeError(f"{_SUPPORTED}; got dtype {str(dtype).replace('torch.', '')}")
     return code
@@ -72,8 +82,7 @@ def from_torch(dtype):
 
 def to_torch(code):
     """The torch.dtype for a code."""
-    torch = sys.modules["torch"]
-    return {F16: torch.float16, BF16: torch.bfloat16, F32: torch.float32, F64: torch.float64}[code]
+    return _torch_tables()[1][code]
 
 
 def from_dlpack(type_code, bits, lanes):
