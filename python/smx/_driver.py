@@ -21,6 +21,7 @@ _SIGNATURES = {
     "cuDevicePrimaryCtxRetain": [_P(ctypes.c_void_p), ctypes.c_int],
     "cuCtxPushCurrent_v2": [ctypes.c_void_p],
     "cuCtxPopCurrent_v2": [_P(ctypes.c_void_p)],
+    "cuCtxGetCurrent": [_P(ctypes.c_void_p)],
     "cuEventCreate": [_P(ctypes.c_void_p), ctypes.c_uint],
     "cuEventRecord": [ctypes.c_void_p, ctypes.c_void_p],
     "cuStreamWaitEvent": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
@@ -62,7 +63,10 @@ def _error_name(result):
 
 
 def call(name, *args, what):
-    """Calls driver function `name`; raises DriverError naming `what` was being done when it fails."""
-    result = getattr(_driver(), name)(*args)
+    """Calls driver function `name`; raises DriverError naming `what` was being done when it fails.
+    `what` is a string, or a callable that makes it (formatted only on failure: the stream-ordering calls
+    are on a per-call path)."""
+    result = getattr(_library or _driver(), name)(*args)
     if result != 0:
-        raise DriverError(f"{what} failed: {name} returned {_error_name(result)}", result)
+        raise DriverError(f"{what() if callable(what) else what} failed: {name} returned {_error_name(result)}",
+                          result)

@@ -78,31 +78,39 @@ def _state(device_id):
 
 class _current:
     """Makes `context` current on this thread for the block (stream handles 0, 1 and 2 name the current
-    context's streams), then restores the previous one."""
+    context's streams), then restores the previous one; nothing to do where it is current already (the
+    usual case: the CUDA runtime made the device's primary context current)."""
 
     def __init__(self, context):
         self.context = context
+        self.pushed = False
 
     def __enter__(self):
-        _driver.call("cuCtxPushCurrent_v2", self.context, what="making the device's context current")
+        current = ctypes.c_void_p()
+        _driver.call("cuCtxGetCurrent", ctypes.byref(current), what="reading the current context")
+        if current.value != self.context.value:
+            _driver.call("cuCtxPushCurrent_v2", self.context, what="making the device's context current")
+            self.pushed = True
 
     def __exit__(self, *exc):
-        popped = ctypes.c_void_p()
-        _driver.call("cuCtxPopCurrent_v2", ctypes.byref(popped), what="restoring the previous context")
+        if self.pushed:
+            popped = ctypes.c_void_p()
+            _driver.call("cuCtxPopCurrent_v2", ctypes.byref(popped), what="restoring the previous context")
 
 
 def _capturing(stream):
     status = ctypes.c_int()
     _driver.call("cuStreamIsCapturing", ctypes.c_void_p(stream), ctypes.byref(status),
-                 what=f"asking whether stream {stream:#x} is capturing")
+                 what=lambda: f"asking whether stream {stream:#x} is capturing")
     return status.value != _CAPTURE_STATUS_NONE
 
 
 def _order(first, then, event):
     """`then` waits for everything enqueued on `first` so far."""
-    _driver.call("cuEventRecord", event, ctypes.c_void_p(first), what=f"recording an event on stream {first:#x}")
+    _driver.call("cuEventRecord", event, ctypes.c_void_p(first),
+                 what=lambda: f"recording an event on stream {first:#x}")
     _driver.call("cuStreamWaitEvent", ctypes.c_void_p(then), event, 0,
-                 what=f"making stream {then:#x} wait for stream {first:#x}")
+                 what=lambda: f"making stream {then:#x} wait for stream {first:#x}")
 
 
 def wait_for(streams, launch_stream, device_id):
