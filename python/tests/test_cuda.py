@@ -229,6 +229,8 @@ def test_an_interface_output_is_written_between_its_stream_s_work_before_and_aft
     with torch.cuda.stream(owner):
         torch.cuda._sleep(500_000_000)
         before = out.clone()  # the owner's pending read of out: smx must not write first
+    with torch.cuda.stream(launch):
+        torch.cuda._sleep(1_000_000_000)  # smx's kernel runs ~0.5 s late, after the owner's first read
     smx.softmax(InterfaceArray(x, None), out=InterfaceArray(out, owner.cuda_stream), stream=launch)
     with torch.cuda.stream(owner):
         after = out.clone()  # the owner's next read: sees smx's result
@@ -237,28 +239,50 @@ def test_an_interface_output_is_written_between_its_stream_s_work_before_and_aft
     assert_matches_torch(after, x, -1, False)
 
 
-def test_interface_streams_inside_a_graph_capture(generator):
+def test_interface_streams_inside_a_graph_capture(generator, monkeypatch):
+    monkeypatch.setattr(smx._streams, "_events", {})  # the ordering event is first made inside the capture
     x = random_tensor(generator, (64, 1000), "float32")
     out = poisoned(x.shape, "float32")
     outside = torch.cuda.Stream()
     smx.softmax(x, out=torch.empty_like(x))  # loaded before capture (module loading is not capturable)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with pytest.raises(RuntimeError, match="capturing a CUDA graph"):
+    with pytest.raises(RuntimeError, match="not in the same CUDA graph capture"):
         with torch.cuda.graph(graph):
             smx.softmax(InterfaceArray(x, outside.cuda_stream), out=InterfaceArray(out, None),
                         stream=torch.cuda.current_stream())
-    # A stream forked into the capture is ordered like any other.
+    # A stream forked into the capture is ordered like any other: in the replay smx's kernel waits for the
+    # side stream's late copy of new values into x.
+    values = random_tensor(generator, x.shape, "float32")
     graph = torch.cuda.CUDAGraph()
     side = torch.cuda.Stream()
     with torch.cuda.graph(graph):
         capture = torch.cuda.current_stream()
         side.wait_stream(capture)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(500_000_000)
+            x.copy_(values)
         smx.softmax(InterfaceArray(x, side.cuda_stream), out=InterfaceArray(out, None), stream=capture)
         capture.wait_stream(side)  # joined back before the capture ends
     torch.cuda.synchronize()
     assert bool(torch.isnan(out).all())  # captured, not run
     graph.replay()
+    torch.cuda.synchronize()
+    assert_matches_torch(out, values, -1, False)
+
+
+def test_an_interface_naming_the_legacy_stream_is_refused_inside_a_capture(generator):
+    # CuPy names its current stream, often the legacy one (1), which no capture can take in.
+    x = random_tensor(generator, (64, 1000), "float32")
+    out = poisoned(x.shape, "float32")
+    smx.softmax(x, out=torch.empty_like(x))
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="not in the same CUDA graph capture"):
+        with torch.cuda.graph(graph):
+            smx.softmax(InterfaceArray(x, 1), out=InterfaceArray(out, None), stream=torch.cuda.current_stream())
+    smx.softmax(InterfaceArray(x, 1), out=InterfaceArray(out, None), stream=torch.cuda.Stream())  # fine outside
+    torch.cuda.synchronize()
     assert_matches_torch(out, x, -1, False)
 
 

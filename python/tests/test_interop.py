@@ -181,41 +181,144 @@ def test_streams_ordered_around_a_launch_are_the_interface_streams_other_than_th
 
 
 class FakeDriver:
-    """Stands in for _driver.call: records the stream operations, answers cuStreamIsCapturing from
-    `capturing` (a set of stream handles)."""
+    """Stands in for _driver.call: a context stack (device d's primary context is 0x100 + d), streams in
+    graph captures (`captures`: stream -> capture id), legacy streams barred from a capture under way
+    (`implicit`); records the stream operations with the context current at the time."""
 
-    def __init__(self, capturing=()):
-        self.capturing = set(capturing)
+    def __init__(self, stack=(), context_device=(), captures=(), implicit=()):
+        self.stack = list(stack)
+        self.context_device = {0x100: 0, 0x101: 1, **dict(context_device)}
+        self.captures = dict(captures)
+        self.implicit = set(implicit)
         self.operations = []
+        self.events = 0
 
     def __call__(self, name, *args, what):
-        if name == "cuStreamIsCapturing":
-            args[1]._obj.value = 1 if (args[0].value or 0) in self.capturing else 0
+        out = args[0]._obj if isinstance(args[0], type(ctypes.byref(ctypes.c_int()))) else None
+        if name == "cuDeviceGet":
+            out.value = args[1]
+        elif name == "cuDevicePrimaryCtxRetain":
+            out.value = 0x100 + args[1].value
+        elif name == "cuCtxGetCurrent":
+            out.value = self.stack[-1] if self.stack else None
+        elif name == "cuCtxGetDevice":
+            out.value = self.context_device[self.stack[-1]]
+        elif name == "cuCtxPushCurrent_v2":
+            self.stack.append(args[0].value)
+            self.operations.append(("push", args[0].value))
+        elif name == "cuCtxPopCurrent_v2":
+            out.value = self.stack.pop()
+            self.operations.append(("pop", out.value))
+        elif name == "cuEventCreate":
+            self.events += 1
+            out.value = 0x900 + self.events
+        elif name == "cuStreamGetCaptureInfo_v3":
+            stream = args[0].value or 0
+            if stream in self.implicit:
+                raise _streams._driver.DriverError(what(), 906)
+            args[1]._obj.value = 1 if stream in self.captures else 0
+            args[2]._obj.value = self.captures.get(stream, 0)
         elif name == "cuEventRecord":
             self.operations.append(("record on", args[1].value or 0))
         elif name == "cuStreamWaitEvent":
             self.operations.append(("wait on", args[0].value or 0))
 
 
-def test_the_launch_waits_for_each_interface_stream_and_each_waits_for_the_launch(monkeypatch):
+@pytest.fixture
+def fake_driver(monkeypatch):
+    """Installs a FakeDriver (replace its fields per test) and forgets contexts and events of other tests."""
     driver = FakeDriver()
-    monkeypatch.setattr(_streams._driver, "call", driver)
-    monkeypatch.setattr(_streams, "_device_state", {})
+    monkeypatch.setattr(_streams._driver, "call", lambda name, *args, what: driver(name, *args, what=what))
+    monkeypatch.setattr(_streams._driver, "has", lambda name: name == "cuStreamGetCaptureInfo_v3")
+    monkeypatch.setattr(_streams, "_events", {})
+    monkeypatch.setattr(_streams, "_primary_contexts", {})
+    return driver
+
+
+def stream_operations(driver):
+    return [operation for operation in driver.operations if operation[0] not in ("push", "pop")]
+
+
+def test_the_launch_waits_for_each_interface_stream_and_each_waits_for_the_launch(fake_driver):
     _streams.wait_for([7, 9], 5, 0)
-    assert driver.operations == [("record on", 7), ("wait on", 5), ("record on", 9), ("wait on", 5)]
-    driver.operations.clear()
+    assert stream_operations(fake_driver) == [("record on", 7), ("wait on", 5), ("record on", 9), ("wait on", 5)]
+    fake_driver.operations.clear()
     _streams.release([7, 9], 5, 0)
-    assert driver.operations == [("record on", 5), ("wait on", 7), ("record on", 5), ("wait on", 9)]
+    assert stream_operations(fake_driver) == [("record on", 5), ("wait on", 7), ("record on", 5), ("wait on", 9)]
 
 
-@pytest.mark.parametrize("capturing", [{5}, {7}], ids=["launch-capturing", "interface-stream-capturing"])
-def test_streams_on_both_sides_of_a_graph_capture_are_refused_before_anything_is_enqueued(monkeypatch, capturing):
-    driver = FakeDriver(capturing)
-    monkeypatch.setattr(_streams._driver, "call", driver)
-    monkeypatch.setattr(_streams, "_device_state", {})
-    with pytest.raises(RuntimeError, match="capturing a CUDA graph"):
-        _streams.wait_for([7], 5, 0)
-    assert driver.operations == []
-    driver.capturing = {5, 7}  # both in the capture: ordered as usual
+@pytest.mark.parametrize("stack, pushes", [
+    ([], [0x100]),  # no context current: the device's primary is pushed, then popped
+    ([0x101], [0x100]),  # another device's context current: likewise, and it is current again after
+    ([0x100], []),  # the device's primary already current: used as it is
+    ([0x555], []),  # a non-primary context of the device current (as PyCUDA makes them): used as it is
+], ids=["none", "other-device", "primary", "non-primary"])
+def test_the_ordering_runs_in_the_device_s_current_context_and_leaves_the_stack_as_it_found_it(fake_driver, stack,
+                                                                                              pushes):
+    fake_driver.stack = list(stack)
+    fake_driver.context_device[0x555] = 0
     _streams.wait_for([7], 5, 0)
-    assert driver.operations == [("record on", 7), ("wait on", 5)]
+    _streams.release([7], 5, 0)
+    assert fake_driver.stack == stack
+    assert [context for kind, context in fake_driver.operations if kind == "push"] == pushes * 2
+    assert [context for kind, context in fake_driver.operations if kind == "pop"] == pushes * 2
+    assert fake_driver.events == 1  # one event for that context, made once
+
+
+@pytest.mark.parametrize("captures, implicit", [
+    ({5: 11}, ()),  # the launch stream captures, the interface stream does not
+    ({7: 11}, ()),  # the other way round
+    ({5: 11, 7: 12}, ()),  # two different captures
+    ({5: 11}, {7}),  # the interface names the legacy stream, barred from the capture under way
+], ids=["launch-capturing", "interface-stream-capturing", "two-captures", "legacy-stream-barred"])
+def test_streams_on_both_sides_of_a_capture_s_boundary_are_refused_before_anything_is_enqueued(fake_driver, captures,
+                                                                                                implicit):
+    fake_driver.captures, fake_driver.implicit = dict(captures), set(implicit)
+    with pytest.raises(RuntimeError, match="not in the same CUDA graph capture"):
+        _streams.wait_for([7], 5, 0)
+    assert stream_operations(fake_driver) == [] and fake_driver.stack == []  # the pushed context popped too
+
+
+def test_streams_in_the_same_capture_are_ordered(fake_driver):
+    fake_driver.captures = {5: 11, 7: 11}
+    _streams.wait_for([7], 5, 0)
+    assert stream_operations(fake_driver) == [("record on", 7), ("wait on", 5)]
+
+
+class RecordingLib:
+    """Stands in for libsmx in _forward: records the forward call's stream."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def smxSoftmaxForward(self, descriptor, workspace, workspace_bytes, y, x, stream):
+        self.log.append(("forward on", stream))
+        return 0
+
+
+class FakeDescriptor:
+    pointer, workspace_bytes, plan = 1, 0, "fake"
+
+
+@pytest.mark.parametrize("x_stream, out_stream, stream, ordered, launch", [
+    (7, 9, 5, [7, 9], 5),  # stream= elsewhere: both interface streams ordered around it
+    (7, None, 5, [7], 5),
+    (None, 9, 5, [9], 5),  # out's stream alone
+    (7, 9, None, [9], 7),  # launched on x's stream: only out's is another
+    (7, 7, None, [], 7),  # everything on x's stream: nothing to order
+], ids=["both", "x-only", "out-only", "on-x-stream", "one-stream"])
+def test_a_call_orders_the_interface_streams_around_its_launch(monkeypatch, rng, x_stream, out_stream, stream,
+                                                              ordered, launch):
+    log = []
+    monkeypatch.setattr(_streams, "SYNC", True)
+    monkeypatch.setattr(smx, "lib", RecordingLib(log))
+    monkeypatch.setattr(smx._cache, "descriptor", lambda *args: FakeDescriptor())
+    monkeypatch.setattr(_streams, "wait_for", lambda streams, at, device: log.append(("wait_for", streams, at, device)))
+    monkeypatch.setattr(_streams, "release", lambda streams, at, device: log.append(("release", streams, at, device)))
+    x = FakeCudaArray(random_array(rng, (4, 10), "float32"), stream=x_stream)
+    out = FakeCudaArray(poisoned((4, 10), "float32"), stream=out_stream)
+    smx.softmax(x, out=out, stream=stream)
+    expected = [("forward on", launch)]
+    if ordered:
+        expected = [("wait_for", ordered, launch, 3)] + expected + [("release", ordered, launch, 3)]
+    assert log == expected
