@@ -26,6 +26,7 @@ _SIGNATURES = {
     "cuCtxPushCurrent_v2": [ctypes.c_void_p],
     "cuCtxPopCurrent_v2": [_P(ctypes.c_void_p)],
     "cuEventCreate": [_P(ctypes.c_void_p), ctypes.c_uint],
+    "cuEventDestroy_v2": [ctypes.c_void_p],
     "cuEventRecord": [ctypes.c_void_p, ctypes.c_void_p],
     "cuStreamWaitEvent": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
     # (stream, status, capture id, graph, dependencies, [edge data,] dependency count): v3 since CUDA 12.3.

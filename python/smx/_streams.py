@@ -44,7 +44,7 @@ _ERROR_STREAM_CAPTURE_IMPLICIT = 906
 # the lock holds them together. One lock for every device: ordered calls are the uncommon path, and their
 # driver calls take microseconds.
 _lock = threading.Lock()
-_events = {}  # context handle -> event
+_events = {}  # primary context handle -> its event
 _primary_contexts = {}  # device ordinal -> (CUdevice, primary context), retained once for the process
 
 
@@ -85,13 +85,16 @@ def _primary_context(device_id):
 
 class _DeviceContext:
     """For the block, a context of `device_id` is current on this thread: the current one if it belongs
-    to that device, else the device's primary context, pushed on entry and popped on exit. `event` is
-    that context's ordering event."""
+    to that device, else the device's primary context, pushed on entry and popped on exit. `event` is an
+    ordering event of that context: a primary context's is kept for the process (primary contexts live as
+    long); another context's is made for the block and destroyed after it, since that context may be
+    destroyed and its handle reused by a new one."""
 
     def __init__(self, device_id):
         self.device_id = device_id
         self.pushed = None
         self.event = None
+        self.temporary_event = None
 
     def __enter__(self):
         device, primary = _primary_context(self.device_id)
@@ -107,7 +110,7 @@ class _DeviceContext:
             _driver.call("cuCtxPushCurrent_v2", ctypes.c_void_p(primary),
                          what=f"making CUDA device {self.device_id}'s primary context current")
             self.pushed = context = primary
-        event = _events.get(context)
+        event = _events.get(context) if context == primary else None
         if event is None:
             created = ctypes.c_void_p()
             try:
@@ -116,11 +119,22 @@ class _DeviceContext:
             except BaseException:
                 self.__exit__(*sys.exc_info())  # pops what was pushed; the creation's error is the one raised
                 raise
-            event = _events[context] = created.value
+            event = created.value
+            if context == primary:
+                _events[context] = event
+            else:
+                self.temporary_event = event
         self.event = ctypes.c_void_p(event)
         return self
 
     def __exit__(self, exc_type, exc, traceback):
+        if self.temporary_event is not None:
+            # Released once the waits on it have been satisfied (the driver keeps it until then).
+            try:
+                _driver.call("cuEventDestroy_v2", ctypes.c_void_p(self.temporary_event), what="destroying an event")
+            except _driver.DriverError:
+                if exc_type is None:
+                    raise
         if self.pushed is None:
             return
         popped = ctypes.c_void_p()

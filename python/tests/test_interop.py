@@ -192,6 +192,7 @@ class FakeDriver:
         self.implicit = set(implicit)
         self.operations = []
         self.events = 0
+        self.destroyed = 0
 
     def __call__(self, name, *args, what):
         out = args[0]._obj if isinstance(args[0], type(ctypes.byref(ctypes.c_int()))) else None
@@ -212,6 +213,8 @@ class FakeDriver:
         elif name == "cuEventCreate":
             self.events += 1
             out.value = 0x900 + self.events
+        elif name == "cuEventDestroy_v2":
+            self.destroyed += 1
         elif name == "cuStreamGetCaptureInfo_v3":
             stream = args[0].value or 0
             if stream in self.implicit:
@@ -247,14 +250,14 @@ def test_the_launch_waits_for_each_interface_stream_and_each_waits_for_the_launc
     assert stream_operations(fake_driver) == [("record on", 5), ("wait on", 7), ("record on", 5), ("wait on", 9)]
 
 
-@pytest.mark.parametrize("stack, pushes", [
-    ([], [0x100]),  # no context current: the device's primary is pushed, then popped
-    ([0x101], [0x100]),  # another device's context current: likewise, and it is current again after
-    ([0x100], []),  # the device's primary already current: used as it is
-    ([0x555], []),  # a non-primary context of the device current (as PyCUDA makes them): used as it is
+@pytest.mark.parametrize("stack, pushes, made, destroyed", [
+    ([], [0x100], 1, 0),  # no context current: the device's primary pushed, then popped; its event kept
+    ([0x101], [0x100], 1, 0),  # another device's context current: likewise, and it is current again after
+    ([0x100], [], 1, 0),  # the device's primary already current: used as it is
+    ([0x555], [], 2, 2),  # a non-primary context of the device (as PyCUDA makes): used, an event per block
 ], ids=["none", "other-device", "primary", "non-primary"])
 def test_the_ordering_runs_in_the_device_s_current_context_and_leaves_the_stack_as_it_found_it(fake_driver, stack,
-                                                                                              pushes):
+                                                                                              pushes, made, destroyed):
     fake_driver.stack = list(stack)
     fake_driver.context_device[0x555] = 0
     _streams.wait_for([7], 5, 0)
@@ -262,7 +265,7 @@ def test_the_ordering_runs_in_the_device_s_current_context_and_leaves_the_stack_
     assert fake_driver.stack == stack
     assert [context for kind, context in fake_driver.operations if kind == "push"] == pushes * 2
     assert [context for kind, context in fake_driver.operations if kind == "pop"] == pushes * 2
-    assert fake_driver.events == 1  # one event for that context, made once
+    assert (fake_driver.events, fake_driver.destroyed) == (made, destroyed)
 
 
 @pytest.mark.parametrize("captures, implicit", [
