@@ -589,11 +589,90 @@ __device__ __forceinline__ void load_column_step(const X* x_at, std::int64_t x_s
     }
 }
 
+// One column's running statistics in the scaled domain, for loops that add many small groups (the long
+// column loops below): the sum holds 2^(v log2(e) - S), S = shift_of(max) log2(e) rounded, and moves to a
+// new S only when the max grows, by 2^(S_old - S_new) of the two rounded shifts (one MUFU.EX2: see
+// pipelined_vector_stats for why not 2^(old_max log2(e) - S_new)); the fast exp's factor comes off once, in
+// stats(). add_chunk per group pays a max-with-NaN, an accurate rescale and an unbias exp instead.
+// raise() keeps the largest |shift| it has taken in `widest_shift` (one register for all of a thread's
+// columns, set only when a max grows): the fast exp applies if it stays under 2^24 (not for +inf or huge
+// values); otherwise the caller takes the exact form. A NaN is dropped by the max and kept by the sum; stats() makes a NaN sum a NaN max, the
+// invariant combine() relies on (a NaN among -inf values would otherwise be lost).
+struct ScaledRunningStats {
+    float max = neg_inf<float>();
+    float scaled_shift = 0.0f;  // S (0 while the max is -inf, whose shift is 0)
+    float sum = 0.0f;
+
+    __device__ __forceinline__ void raise(float group_max, float& widest_shift) {
+        const float new_max = fmaxf(max, group_max);
+        if (new_max == max) return;  // also for a NaN or -inf group: nothing moves
+        const float shift = shift_of(new_max);
+        widest_shift = fmaxf(widest_shift, fabsf(shift));
+        const float new_scaled_shift = __fmul_rn(shift, kLog2e);  // rounded: never fused into the sub below
+        // A sum over only -inf values is 0 (or NaN) and stays as it is: its shift of 0 may lie far above the new one.
+        if (max != neg_inf<float>()) sum *= exp2_approx(scaled_shift - new_scaled_shift);
+        max = new_max;
+        scaled_shift = new_scaled_shift;
+    }
+    __device__ __forceinline__ void add(float v) { sum += exp2_approx(fmaf(v, kLog2e, -scaled_shift)); }
+    __device__ __forceinline__ Stats<float> stats() const {
+        // As ShiftedExpFast::unbias: 2^-(S's rounding) turns the sum into one of exp(v - shift).
+        const float total = sum * exp2_approx(-fmaf(shift_of(max), kLog2e, -scaled_shift));
+        return {total != total ? total : max, total};
+    }
+};
+
+// column_range_stats' fast form for float compute values (f32 and 16-bit x): the same loop of kUnroll
+// positions a step and the same segments of kSegmentSteps steps (each folded into the thread's total by
+// combine), each segment's statistics kept by ScaledRunningStats. Returns false where some shift left the
+// fast exp's range: `stats` is then incomplete and the caller recomputes them exactly. H200 (perf-notes run
+// 183): spatial-split's statistics kernel 12-16% shorter, its cases 0.99-1.08x (16-bit gains most).
+template <int kUnroll, int kPack, class X>
+__device__ __forceinline__ bool scaled_column_range_stats(const X* x_column, std::int64_t x_axis_stride,
+                                                          std::int64_t first, std::int64_t end, std::int64_t axis_step,
+                                                          Stats<float> (&stats)[kPack]) {
+    const std::int64_t x_step = axis_step * x_axis_stride;
+    const std::int64_t stride = axis_step * kUnroll;
+    const std::int64_t segment_span = stride * kSegmentSteps;
+    float widest_shift = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) stats[k] = empty_stats<float>();
+    for (std::int64_t segment_first = first; segment_first < end; segment_first += segment_span) {
+        const std::int64_t segment_end = end - segment_first < segment_span ? end : segment_first + segment_span;
+        ScaledRunningStats segment[kPack];
+        for (std::int64_t j = segment_first; j < segment_end; j += stride) {
+            float values[kUnroll][kPack];
+            load_column_step<kUnroll, kPack>(x_column + j * x_axis_stride, x_step, j + (kUnroll - 1) * axis_step < end,
+                                             [&](int u) { return j + u * axis_step < end; }, values);
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                float group_max = values[0][k];
+#pragma unroll
+                for (int u = 1; u < kUnroll; ++u) group_max = fmaxf(group_max, values[u][k]);
+                segment[k].raise(group_max, widest_shift);
+#pragma unroll
+                for (int u = 0; u < kUnroll; ++u) segment[k].add(values[u][k]);
+            }
+        }
+        // The first segment is the total so far (no combine: most chunks are one segment).
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            stats[k] = segment_first == first ? segment[k].stats() : combine(stats[k], segment[k].stats());
+        }
+    }
+    return fast_exp_applies(widest_shift);
+}
+
 // This thread's statistics of its kPack columns over axis positions [first, end), stepping axis_step,
 // kUnroll positions in flight per loop step (addressed from the step's first: one 64-bit multiply a step).
+// Float compute values take the scaled form above; the exact form below serves double, and any thread
+// whose values leave the fast exp's range (it reads its range again: huge or infinite values only).
 template <int kUnroll, int kPack, class X, class C = ComputeType<X>>
 __device__ __forceinline__ void column_range_stats(const X* x_column, std::int64_t x_axis_stride, std::int64_t first,
                                                    std::int64_t end, std::int64_t axis_step, Stats<C> (&stats)[kPack]) {
+    if constexpr (std::is_same<C, float>::value) {
+        if (scaled_column_range_stats<kUnroll, kPack>(x_column, x_axis_stride, first, end, axis_step, stats)) return;
+    }
     const std::int64_t x_step = axis_step * x_axis_stride;
     const std::int64_t stride = axis_step * kUnroll;
     const auto add_step = [&](std::int64_t j, Stats<C>* segment) {

@@ -163,6 +163,35 @@ TEST_CASE("cuda special values: columns too long for a cluster, split into chunk
     }
 }
 
+TEST_CASE("cuda special values: a NaN among -inf values of a split column makes the column NaN", "[cuda]") {
+    // Column c of (300001, columns) holds -inf everywhere but a NaN at one position (c > 0: the others
+    // random). The NaN's chunk sees no finite value: its running max stays -inf and only the sum carries
+    // the NaN, which must still reach every output of the column once the chunks' statistics are combined.
+    // 12 columns take spatial-split's one-element instances, 36 its vectors (the NaN column in a vector
+    // with finite columns); forced, spatial-online.
+    CudaHandle handle;
+    for (const char* forced : {"", "online"}) {
+        const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
+        for (const DtypePair& pair : kSpecialPairs) {
+            for (const std::int64_t column_count : {std::int64_t{12}, std::int64_t{36}}) {
+                const std::int64_t row_len = 300001;
+                HostTensor x = make_tensor(pair.x, {row_len, column_count});
+                fill_random(x, test_rng());
+                const std::int64_t nan_at = std::uniform_int_distribution<std::int64_t>(0, row_len - 1)(test_rng());
+                for (std::int64_t j = 0; j < row_len; ++j) x.set(x.offset_of({j, 0}), j == nan_at ? kNaN : -kInf);
+                for (bool log_mode : {false, true}) {
+                    HostTensor y = make_tensor(pair.y, x.shape);
+                    std::string plan;
+                    const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
+                    INFO("NaN among -inf at " << nan_at << ": " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
+                    CHECK(mismatch == "");
+                    CHECK(kernel_kind(plan) == (std::string(forced) == "online" ? "spatial-online" : "spatial-split"));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda special values: a short and a long row length", "[cuda][sanitize]") {
     CudaHandle handle;
     check_special_rows(handle.get(), kRowKinds, {16, 50000}, false);
