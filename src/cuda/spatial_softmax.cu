@@ -615,6 +615,10 @@ struct ScaledRunningStats {
         scaled_shift = new_scaled_shift;
     }
     __device__ __forceinline__ void add(float v) { sum += exp2_approx(fmaf(v, kLog2e, -scaled_shift)); }
+    // A partial's statistics (its sum of exp(v - partial_max)): the sum weighted by exp(partial_max - shift).
+    __device__ __forceinline__ void add_weighted(float partial_max, float partial_sum) {
+        sum += partial_sum * exp2_approx(fmaf(partial_max, kLog2e, -scaled_shift));
+    }
     __device__ __forceinline__ Stats<float> stats() const {
         // As ShiftedExpFast::unbias: 2^-(S's rounding) turns the sum into one of exp(v - shift).
         const float total = sum * exp2_approx(-fmaf(shift_of(max), kLog2e, -scaled_shift));
@@ -886,11 +890,35 @@ __global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) 
     const Stats<C>* partials = static_cast<const Stats<C>*>(args.workspace) + tile * args.chunks * width +
                                static_cast<int>(threadIdx.x % vectors) * kPack;
     Stats<C> stats[kPack];
+    // This thread's share of the chunks' partials (chunks/T' of them: 32 for 1048576 x 32 dim=0), folded in
+    // the scaled domain for float compute values: each partial's sum weighted by one fast exp of its max,
+    // where combine() paid a NaN-aware max and two accurate exps. The exact chain for double and where a
+    // max leaves the fast exp's range.
+    bool folded = false;
+    if constexpr (std::is_same<C, float>::value) {
+        ScaledRunningStats running[kPack];
+        float widest_shift = 0.0f;
+        for (std::int64_t c = axis_first; c < args.chunks; c += axis_step) {
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) stats[k] = empty_stats<C>();
-    for (std::int64_t c = axis_first; c < args.chunks; c += axis_step) {
+            for (int k = 0; k < kPack; ++k) {
+                const Stats<C> partial = partials[c * width + k];
+                running[k].raise(partial.max, widest_shift);
+                running[k].add_weighted(partial.max, partial.sum);
+            }
+        }
+        if (fast_exp_applies(widest_shift)) {
 #pragma unroll
-        for (int k = 0; k < kPack; ++k) stats[k] = combine(stats[k], partials[c * width + k]);
+            for (int k = 0; k < kPack; ++k) stats[k] = running[k].stats();
+            folded = true;
+        }
+    }
+    if (!folded) {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) stats[k] = empty_stats<C>();
+        for (std::int64_t c = axis_first; c < args.chunks; c += axis_step) {
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) stats[k] = combine(stats[k], partials[c * width + k]);
+        }
     }
     fold_column_stats<kPack>(stats, vectors, column_partials);
     if (place.valid) {
