@@ -721,9 +721,10 @@ __device__ __forceinline__ void fold_column_stats(Stats<C> (&stats)[kPack], int 
     // to it by one fast exp (an FFMA and a MUFU.EX2 relative to the max's rounded scaled shift). A chain
     // of combine() paid a NaN-aware max and two accurate exps per warp, per column and thread: on short
     // chunks a large part of a thread's work (H200, perf-notes runs 183-184: one-element tiles 4-9% faster
-    // with this fold, vector tiles about 1%). Same
-    // special values as combine(): an all -inf column gives sum 0, a NaN or +inf max a NaN sum (the exact
-    // form, taken for shifts outside the fast exp's range).
+    // with this fold, vector tiles about 1%). Same special values as combine(): an all -inf column gives sum
+    // 0, a NaN or +inf max a NaN sum (the exact form, taken for shifts outside the fast exp's range). Not
+    // fold_partials (the spatial tiles' max-first fold): its accurate exps measured 0.98x on one-element
+    // tiles (run 188), and its max drops a NaN that the write kernel's exact combine() chain needs.
     // Double keeps the chain (its exps are exact either way; the max-first form spilled more of its registers).
     const int warps = static_cast<int>(blockDim.x / 32);
     if constexpr (std::is_same<C, double>::value) {
