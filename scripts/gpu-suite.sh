@@ -16,15 +16,18 @@
 #   OUT_DIR           where the logs go (default BUILD_DIR/logs)
 #   EXTRA_CMAKE_ARGS  more configure arguments, e.g. -DCMAKE_PREFIX_PATH=/opt/deps/usr
 #   JOBS              parallel build jobs (default: the number of cores)
+#   STAGES            the stages to run, in that order (default: all six, in the order above), e.g.
+#                     STAGES="build ctest" then STAGES="memcheck racecheck initcheck synccheck" to split
+#                     the suite over two sessions on the same build directory
 set -euo pipefail
 
 usage() {
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 for argument in "$@"; do
     case "$argument" in
-        BUILD_DIR=* | CUDA_ARCH=* | OUT_DIR=* | EXTRA_CMAKE_ARGS=* | JOBS=*) export "${argument?}" ;;  # KEY=VALUE
+        BUILD_DIR=* | CUDA_ARCH=* | OUT_DIR=* | EXTRA_CMAKE_ARGS=* | JOBS=* | STAGES=*) export "${argument?}" ;;  # KEY=VALUE
         -h | --help) usage; exit 0 ;;
         *) echo "gpu-suite.sh: unknown argument '$argument' (see --help)" >&2; exit 2 ;;
     esac
@@ -37,6 +40,13 @@ CUDA_ARCH=${CUDA_ARCH:-90}
 OUT_DIR=${OUT_DIR:-$BUILD_DIR/logs}
 EXTRA_CMAKE_ARGS=${EXTRA_CMAKE_ARGS:-}
 JOBS=${JOBS:-$(nproc)}
+STAGES=${STAGES:-build ctest memcheck racecheck initcheck synccheck}
+for stage in $STAGES; do
+    case "$stage" in
+        build | ctest | memcheck | racecheck | initcheck | synccheck) ;;
+        *) echo "gpu-suite.sh: unknown stage '$stage' in STAGES (see --help)" >&2; exit 2 ;;
+    esac
+done
 mkdir -p "$OUT_DIR"
 TEST_BINARY="$BUILD_DIR/tests/smx_tests"
 
@@ -153,12 +163,14 @@ summarize_sanitizer() {
 
 # ---- the run -------------------------------------------------------------------------------------
 
-run_stage build summarize_build configure_and_build
-run_stage ctest summarize_ctest run_ctest_and_cuda_tests
-run_stage memcheck summarize_sanitizer run_sanitizer memcheck --leak-check full
-run_stage racecheck summarize_sanitizer run_sanitizer racecheck
-run_stage initcheck summarize_sanitizer run_sanitizer initcheck
-run_stage synccheck summarize_sanitizer run_sanitizer synccheck
+for stage in $STAGES; do
+    case "$stage" in
+        build) run_stage build summarize_build configure_and_build ;;
+        ctest) run_stage ctest summarize_ctest run_ctest_and_cuda_tests ;;
+        memcheck) run_stage memcheck summarize_sanitizer run_sanitizer memcheck --leak-check full ;;
+        *) run_stage "$stage" summarize_sanitizer run_sanitizer "$stage" ;;  # racecheck, initcheck, synccheck
+    esac
+done
 
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | paste -sd ',' - || true)
 # SMX_COMMIT names the commit where the tree has no .git (e.g. a copy sent to a GPU machine).
