@@ -9,10 +9,67 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "common/dtype.hpp"
 
 namespace smx_test {
+
+namespace {
+
+// The [cuda] tests check tensors of up to 2^25 elements hundreds of times; these helpers spread the
+// reference's per-element work over the host's cores. Every split is a function of the element count only,
+// so results (and the random inputs) do not depend on the number of cores.
+
+// Runs body(begin, end) over [0, count) in contiguous ranges of at least `grain`, on up to one thread per
+// core (serially when one range covers everything). `body` must not throw.
+template <class Body>
+void parallel_ranges(std::int64_t count, std::int64_t grain, const Body& body) {
+    const std::int64_t cores = std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+    const std::int64_t threads = std::min(cores, std::max<std::int64_t>(1, count / std::max<std::int64_t>(grain, 1)));
+    if (threads <= 1) {
+        body(std::int64_t{0}, count);
+        return;
+    }
+    std::vector<std::thread> workers;
+    workers.reserve(static_cast<std::size_t>(threads - 1));
+    const std::int64_t per_thread = (count + threads - 1) / threads;
+    for (std::int64_t t = 1; t < threads; ++t) {
+        const std::int64_t begin = std::min(count, t * per_thread), end = std::min(count, begin + per_thread);
+        workers.emplace_back([&body, begin, end] { body(begin, end); });
+    }
+    body(std::int64_t{0}, std::min(count, per_thread));
+    for (std::thread& worker : workers) worker.join();
+}
+
+// Calls visit(i, offset) for the logical indices i in [begin, end) of `t` (row-major order of its shape),
+// with offset the element offset of index i: one division per dimension at `begin`, then an odometer.
+template <class Visit>
+void for_each_logical(const HostTensor& t, std::int64_t begin, std::int64_t end, const Visit& visit) {
+    if (begin >= end) return;
+    const int ndim = t.ndim();
+    std::vector<std::int64_t> index(static_cast<std::size_t>(ndim), 0);
+    std::int64_t rest = begin, offset = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+        index[d] = rest % t.shape[d];
+        rest /= t.shape[d];
+        offset += index[d] * t.strides[d];
+    }
+    for (std::int64_t i = begin; i < end; ++i) {
+        visit(i, offset);
+        for (int d = ndim - 1; d >= 0; --d) {
+            offset += t.strides[d];
+            if (++index[d] < t.shape[d]) break;
+            offset -= index[d] * t.strides[d];
+            index[d] = 0;
+        }
+    }
+}
+
+// Logical elements per random stream in fill_random, and per range of the element-wise helpers.
+constexpr std::int64_t kElementsPerBlock = std::int64_t{1} << 16;
+
+}  // namespace
 
 std::size_t dtype_size(smxDataType_t dtype) { return smx::dtype_size(dtype); }
 const char* dtype_name(smxDataType_t dtype) { return smx::dtype_name(dtype); }
@@ -80,12 +137,24 @@ std::vector<std::int64_t> logical_offsets(const HostTensor& t) {
 }
 
 void fill_random(HostTensor& t, std::mt19937_64& rng, double scale) {
-    std::normal_distribution<double> normal(0.0, scale);
-    for (std::int64_t off : logical_offsets(t)) {
-        double v = normal(rng);
-        if (v == 0.0) v = 0.5;  // never an exact zero
-        t.set(off, v);
-    }
+    // One generator per block of kElementsPerBlock logical elements, seeded from `rng` in block order: the
+    // values depend on `rng`'s state and the shape only, and the blocks fill in parallel.
+    const std::int64_t n = t.numel();
+    const std::int64_t blocks = (n + kElementsPerBlock - 1) / kElementsPerBlock;
+    std::vector<std::uint64_t> seeds(static_cast<std::size_t>(blocks));
+    for (std::uint64_t& seed : seeds) seed = rng();
+    parallel_ranges(blocks, 1, [&](std::int64_t first_block, std::int64_t end_block) {
+        for (std::int64_t b = first_block; b < end_block; ++b) {
+            std::mt19937_64 block_rng(seeds[static_cast<std::size_t>(b)]);
+            std::normal_distribution<double> normal(0.0, scale);
+            for_each_logical(t, b * kElementsPerBlock, std::min(n, (b + 1) * kElementsPerBlock),
+                             [&](std::int64_t, std::int64_t offset) {
+                                 double v = normal(block_rng);
+                                 if (v == 0.0) v = 0.5;  // never an exact zero
+                                 t.set(offset, v);
+                             });
+        }
+    });
 }
 
 void poison(HostTensor& t) {
@@ -102,36 +171,42 @@ std::vector<double> reference_softmax(const HostTensor& x, int axis, bool log_mo
     if (total == 0) return out;
     // Logical row-major strides of the output vector.
     const std::vector<std::int64_t> logical = row_major_strides(x.shape);
-    std::vector<std::int64_t> index(ndim, 0);
-    for (std::int64_t flat = 0; flat < total; ++flat) {
-        // Visit each row once, at its element with index[axis] == 0.
-        std::int64_t rest = flat;
-        for (int d = 0; d < ndim; ++d) {
-            index[d] = rest / logical[d];
-            rest %= logical[d];
+    const std::int64_t rows = total / n;
+    // Rows in parallel, each computed whole by one thread in index order (the sum's order is fixed).
+    parallel_ranges(rows, std::max<std::int64_t>(1, kElementsPerBlock / n), [&](std::int64_t first_row, std::int64_t end_row) {
+        std::vector<double> row(static_cast<std::size_t>(n)), exps(static_cast<std::size_t>(n));
+        for (std::int64_t r = first_row; r < end_row; ++r) {
+            // Row r's index over the other dimensions (row-major among them), as offsets into x and out.
+            std::int64_t rest = r, x_base = 0, out_base = 0;
+            for (int d = ndim - 1; d >= 0; --d) {
+                if (d == axis) continue;
+                const std::int64_t i = rest % x.shape[d];
+                rest /= x.shape[d];
+                x_base += i * x.strides[d];
+                out_base += i * logical[d];
+            }
+            bool has_nan = false;
+            double max = -std::numeric_limits<double>::infinity();
+            for (std::int64_t j = 0; j < n; ++j) {
+                const double v = x.get(x_base + j * x.strides[axis]);
+                row[j] = v;
+                if (std::isnan(v)) has_nan = true;
+                else max = std::max(max, v);
+            }
+            double sum = 0.0;
+            for (std::int64_t j = 0; j < n; ++j) {
+                exps[j] = std::exp(row[j] - max);
+                sum += exps[j];
+            }
+            const double log_sum = std::log(sum);
+            for (std::int64_t j = 0; j < n; ++j) {
+                double value;
+                if (has_nan || std::isnan(sum)) value = std::numeric_limits<double>::quiet_NaN();
+                else value = log_mode ? (row[j] - max) - log_sum : exps[j] / sum;
+                out[static_cast<std::size_t>(out_base + j * logical[axis])] = value;
+            }
         }
-        if (index[axis] != 0) continue;
-        std::vector<double> row(static_cast<std::size_t>(n));
-        for (std::int64_t j = 0; j < n; ++j) {
-            index[axis] = j;
-            row[j] = x.get(x.offset_of(index));
-        }
-        index[axis] = 0;
-        bool has_nan = false;
-        double max = -std::numeric_limits<double>::infinity();
-        for (double v : row) {
-            if (std::isnan(v)) has_nan = true;
-            else max = std::max(max, v);
-        }
-        double sum = 0.0;
-        for (double v : row) sum += std::exp(v - max);
-        for (std::int64_t j = 0; j < n; ++j) {
-            double value;
-            if (has_nan || std::isnan(sum)) value = std::numeric_limits<double>::quiet_NaN();
-            else value = log_mode ? (row[j] - max) - std::log(sum) : std::exp(row[j] - max) / sum;
-            out[static_cast<std::size_t>(flat + j * logical[axis])] = value;
-        }
-    }
+    });
     return out;
 }
 
@@ -164,40 +239,65 @@ double underflow_slack(smxDataType_t dtype) {
 }  // namespace
 
 std::string compare_to_reference(const HostTensor& y, const std::vector<double>& ref, bool log_mode) {
-    const std::vector<std::int64_t> offsets = logical_offsets(y);
+    if (y.numel() != static_cast<std::int64_t>(ref.size())) {
+        return "the output has " + std::to_string(y.numel()) + " elements, the reference " + std::to_string(ref.size());
+    }
     const double rtol = relative_tolerance(y.dtype);
     const double floor = underflow_slack(y.dtype);
-    std::size_t failures = 0;
-    double worst_ratio = 0.0;
-    std::size_t worst = 0;
-    for (std::size_t i = 0; i < offsets.size(); ++i) {
-        const double got = y.get(offsets[i]);
-        const double want = ref[i];
-        bool ok;
+    // Each range finds its failures and its worst element (the first of its largest error/allowed ratios);
+    // the ranges' results then merge in index order, so the report is the same as a serial pass's.
+    struct Worst {
+        std::int64_t failures = 0;
         double ratio = 0.0;
-        if (std::isnan(want) || std::isnan(got)) {
-            ok = std::isnan(want) && std::isnan(got);
-            ratio = ok ? 0.0 : std::numeric_limits<double>::infinity();
-        } else if (std::isinf(want) || std::isinf(got)) {
-            ok = got == want;
-            ratio = ok ? 0.0 : std::numeric_limits<double>::infinity();
-        } else {
-            const double allowed = log_mode ? rtol * (std::fabs(want) + 1.0) : rtol * std::fabs(want) + floor;
-            ratio = std::fabs(got - want) / allowed;
-            ok = ratio <= 1.0;
+        std::int64_t index = 0;
+    };
+    const std::int64_t n = static_cast<std::int64_t>(ref.size());
+    const std::int64_t blocks = (n + kElementsPerBlock - 1) / kElementsPerBlock;
+    std::vector<Worst> block_worst(static_cast<std::size_t>(blocks));
+    parallel_ranges(blocks, 1, [&](std::int64_t first_block, std::int64_t end_block) {
+        for (std::int64_t b = first_block; b < end_block; ++b) {
+            Worst& worst = block_worst[static_cast<std::size_t>(b)];
+            for_each_logical(y, b * kElementsPerBlock, std::min(n, (b + 1) * kElementsPerBlock),
+                             [&](std::int64_t i, std::int64_t offset) {
+                const double got = y.get(offset);
+                const double want = ref[static_cast<std::size_t>(i)];
+                bool ok;
+                double ratio = 0.0;
+                if (std::isnan(want) || std::isnan(got)) {
+                    ok = std::isnan(want) && std::isnan(got);
+                    ratio = ok ? 0.0 : std::numeric_limits<double>::infinity();
+                } else if (std::isinf(want) || std::isinf(got)) {
+                    ok = got == want;
+                    ratio = ok ? 0.0 : std::numeric_limits<double>::infinity();
+                } else {
+                    const double allowed = log_mode ? rtol * (std::fabs(want) + 1.0) : rtol * std::fabs(want) + floor;
+                    ratio = std::fabs(got - want) / allowed;
+                    ok = ratio <= 1.0;
+                }
+                if (!ok) ++worst.failures;
+                if (ratio > worst.ratio || (!ok && worst.failures == 1)) {
+                    worst.ratio = ratio;
+                    worst.index = i;
+                }
+            });
         }
-        if (!ok) ++failures;
-        if (ratio > worst_ratio || (!ok && failures == 1)) {
-            worst_ratio = ratio;
-            worst = i;
+    });
+    Worst total;
+    for (const Worst& worst : block_worst) {
+        if (worst.ratio > total.ratio || (total.failures == 0 && worst.failures > 0)) {
+            total.ratio = worst.ratio;
+            total.index = worst.index;
         }
+        total.failures += worst.failures;
     }
-    if (failures == 0) return "";
+    if (total.failures == 0) return "";
+    std::int64_t worst_offset = 0;
+    for_each_logical(y, total.index, total.index + 1, [&](std::int64_t, std::int64_t offset) { worst_offset = offset; });
     std::ostringstream text;
     text.precision(10);
-    text << failures << " of " << offsets.size() << " elements out of tolerance (" << dtype_name(y.dtype)
-         << " rtol " << rtol << "); worst at logical index " << worst << ": got " << y.get(offsets[worst])
-         << ", expected " << ref[worst] << " (error/allowed = " << worst_ratio << ")";
+    text << total.failures << " of " << n << " elements out of tolerance (" << dtype_name(y.dtype) << " rtol " << rtol
+         << "); worst at logical index " << total.index << ": got " << y.get(worst_offset) << ", expected "
+         << ref[static_cast<std::size_t>(total.index)] << " (error/allowed = " << total.ratio << ")";
     return text.str();
 }
 
