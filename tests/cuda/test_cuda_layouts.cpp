@@ -570,10 +570,10 @@ TEST_CASE("cuda layouts: long columns and strided rows padded with one constant 
         const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", std::string(c.kernel) == "spatial-online" ? "online" : "");
         HostTensor x = make_tensor(c.x_dtype, c.shape, c.x_strides);
         fill_random(x, test_rng());
-        const std::int64_t other = c.shape[1 - c.axis];
+        const int other_axis = 1 - c.axis;
         for (std::int64_t j = kHead; j < c.shape[c.axis]; ++j) {
-            for (std::int64_t i = 0; i < other; ++i) {
-                x.set(x.offset_of(c.axis == 0 ? std::vector<std::int64_t>{j, i} : std::vector<std::int64_t>{i, j}), kPadding);
+            for (std::int64_t i = 0; i < c.shape[other_axis]; ++i) {
+                x.set(j * x.strides[c.axis] + i * x.strides[other_axis], kPadding);
             }
         }
         HostTensor y = make_tensor(SMX_DTYPE_F32, c.shape);
