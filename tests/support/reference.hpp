@@ -42,14 +42,18 @@ std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& sha
 HostTensor make_tensor(smxDataType_t dtype, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides = {},
                        std::int64_t extra_front = 0);
 
-// Fills every element reachable through the layout with N(0, scale) values drawn from `rng`, rounded to
-// the dtype. Never zeros: fresh random data each call.
+// Fills every element reachable through the layout with N(0, scale) values, rounded to the dtype. Never
+// zeros: fresh random data each call. The values come from one generator per 65536 logical elements, each
+// seeded by a draw from `rng` in order, so they depend on `rng`'s state and the shape only (not on the
+// host's core count, over which the blocks are filled).
 void fill_random(HostTensor& t, std::mt19937_64& rng, double scale = 3.0);
 
 // Fills every byte of the storage with a NaN pattern, so an element the library fails to write shows.
 void poison(HostTensor& t);
 
-// The float64 reference: y_ref[i] over x's logical elements (row-major order of the shape).
+// The float64 reference: y_ref[i] over x's logical elements (row-major order of the shape). Rows are
+// computed in parallel, each whole by one thread in index order, so the result does not depend on the
+// host's core count.
 // Semantics as documented: NaN/+inf in a row -> NaN row; all -inf -> NaN; size-1 axis -> 1 (log 0).
 std::vector<double> reference_softmax(const HostTensor& x, int axis, bool log_mode);
 
