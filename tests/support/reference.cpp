@@ -69,6 +69,19 @@ void for_each_logical(const HostTensor& t, std::int64_t begin, std::int64_t end,
 // Logical elements per random stream in fill_random, and per range of the element-wise helpers.
 constexpr std::int64_t kElementsPerBlock = std::int64_t{1} << 16;
 
+std::int64_t block_count(std::int64_t count) { return (count + kElementsPerBlock - 1) / kElementsPerBlock; }
+
+// Calls body(block, begin, end) for each block of kElementsPerBlock logical indices of [0, count), the
+// blocks spread over the cores.
+template <class Body>
+void for_each_block(std::int64_t count, const Body& body) {
+    parallel_ranges(block_count(count), 1, [&](std::int64_t first_block, std::int64_t end_block) {
+        for (std::int64_t b = first_block; b < end_block; ++b) {
+            body(b, b * kElementsPerBlock, std::min(count, (b + 1) * kElementsPerBlock));
+        }
+    });
+}
+
 }  // namespace
 
 std::size_t dtype_size(smxDataType_t dtype) { return smx::dtype_size(dtype); }
@@ -121,18 +134,8 @@ HostTensor make_tensor(smxDataType_t dtype, std::vector<std::int64_t> shape, std
 }
 
 std::vector<std::int64_t> logical_offsets(const HostTensor& t) {
-    std::vector<std::int64_t> offsets;
-    const std::int64_t n = t.numel();
-    if (n == 0) return offsets;
-    offsets.reserve(static_cast<std::size_t>(n));
-    std::vector<std::int64_t> index(t.shape.size(), 0);
-    for (std::int64_t i = 0; i < n; ++i) {
-        offsets.push_back(t.offset_of(index));
-        for (int d = t.ndim() - 1; d >= 0; --d) {
-            if (++index[d] < t.shape[d]) break;
-            index[d] = 0;
-        }
-    }
+    std::vector<std::int64_t> offsets(static_cast<std::size_t>(t.numel()));
+    for_each_logical(t, 0, t.numel(), [&](std::int64_t i, std::int64_t offset) { offsets[static_cast<std::size_t>(i)] = offset; });
     return offsets;
 }
 
@@ -140,20 +143,16 @@ void fill_random(HostTensor& t, std::mt19937_64& rng, double scale) {
     // One generator per block of kElementsPerBlock logical elements, seeded from `rng` in block order: the
     // values depend on `rng`'s state and the shape only, and the blocks fill in parallel.
     const std::int64_t n = t.numel();
-    const std::int64_t blocks = (n + kElementsPerBlock - 1) / kElementsPerBlock;
-    std::vector<std::uint64_t> seeds(static_cast<std::size_t>(blocks));
+    std::vector<std::uint64_t> seeds(static_cast<std::size_t>(block_count(n)));
     for (std::uint64_t& seed : seeds) seed = rng();
-    parallel_ranges(blocks, 1, [&](std::int64_t first_block, std::int64_t end_block) {
-        for (std::int64_t b = first_block; b < end_block; ++b) {
-            std::mt19937_64 block_rng(seeds[static_cast<std::size_t>(b)]);
-            std::normal_distribution<double> normal(0.0, scale);
-            for_each_logical(t, b * kElementsPerBlock, std::min(n, (b + 1) * kElementsPerBlock),
-                             [&](std::int64_t, std::int64_t offset) {
-                                 double v = normal(block_rng);
-                                 if (v == 0.0) v = 0.5;  // never an exact zero
-                                 t.set(offset, v);
-                             });
-        }
+    for_each_block(n, [&](std::int64_t block, std::int64_t begin, std::int64_t end) {
+        std::mt19937_64 block_rng(seeds[static_cast<std::size_t>(block)]);
+        std::normal_distribution<double> normal(0.0, scale);
+        for_each_logical(t, begin, end, [&](std::int64_t, std::int64_t offset) {
+            double v = normal(block_rng);
+            if (v == 0.0) v = 0.5;  // never an exact zero
+            t.set(offset, v);
+        });
     });
 }
 
@@ -252,35 +251,31 @@ std::string compare_to_reference(const HostTensor& y, const std::vector<double>&
         std::int64_t index = 0;
     };
     const std::int64_t n = static_cast<std::int64_t>(ref.size());
-    const std::int64_t blocks = (n + kElementsPerBlock - 1) / kElementsPerBlock;
-    std::vector<Worst> block_worst(static_cast<std::size_t>(blocks));
-    parallel_ranges(blocks, 1, [&](std::int64_t first_block, std::int64_t end_block) {
-        for (std::int64_t b = first_block; b < end_block; ++b) {
-            Worst& worst = block_worst[static_cast<std::size_t>(b)];
-            for_each_logical(y, b * kElementsPerBlock, std::min(n, (b + 1) * kElementsPerBlock),
-                             [&](std::int64_t i, std::int64_t offset) {
-                const double got = y.get(offset);
-                const double want = ref[static_cast<std::size_t>(i)];
-                bool ok;
-                double ratio = 0.0;
-                if (std::isnan(want) || std::isnan(got)) {
-                    ok = std::isnan(want) && std::isnan(got);
-                    ratio = ok ? 0.0 : std::numeric_limits<double>::infinity();
-                } else if (std::isinf(want) || std::isinf(got)) {
-                    ok = got == want;
-                    ratio = ok ? 0.0 : std::numeric_limits<double>::infinity();
-                } else {
-                    const double allowed = log_mode ? rtol * (std::fabs(want) + 1.0) : rtol * std::fabs(want) + floor;
-                    ratio = std::fabs(got - want) / allowed;
-                    ok = ratio <= 1.0;
-                }
-                if (!ok) ++worst.failures;
-                if (ratio > worst.ratio || (!ok && worst.failures == 1)) {
-                    worst.ratio = ratio;
-                    worst.index = i;
-                }
-            });
-        }
+    std::vector<Worst> block_worst(static_cast<std::size_t>(block_count(n)));
+    for_each_block(n, [&](std::int64_t block, std::int64_t begin, std::int64_t end) {
+        Worst& worst = block_worst[static_cast<std::size_t>(block)];
+        for_each_logical(y, begin, end, [&](std::int64_t i, std::int64_t offset) {
+            const double got = y.get(offset);
+            const double want = ref[static_cast<std::size_t>(i)];
+            bool ok;
+            double ratio = 0.0;
+            if (std::isnan(want) || std::isnan(got)) {
+                ok = std::isnan(want) && std::isnan(got);
+                ratio = ok ? 0.0 : std::numeric_limits<double>::infinity();
+            } else if (std::isinf(want) || std::isinf(got)) {
+                ok = got == want;
+                ratio = ok ? 0.0 : std::numeric_limits<double>::infinity();
+            } else {
+                const double allowed = log_mode ? rtol * (std::fabs(want) + 1.0) : rtol * std::fabs(want) + floor;
+                ratio = std::fabs(got - want) / allowed;
+                ok = ratio <= 1.0;
+            }
+            if (!ok) ++worst.failures;
+            if (ratio > worst.ratio || (!ok && worst.failures == 1)) {
+                worst.ratio = ratio;
+                worst.index = i;
+            }
+        });
     });
     Worst total;
     for (const Worst& worst : block_worst) {
