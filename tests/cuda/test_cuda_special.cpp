@@ -165,7 +165,7 @@ TEST_CASE("cuda special values: columns too long for a cluster, split into chunk
 }
 
 TEST_CASE("cuda special values: a NaN among -inf values of a split column makes the column NaN", "[cuda]") {
-    // Column c of (300001, columns) holds -inf everywhere but a NaN at one position (c > 0: the others
+    // Column 0 of (300001, columns) holds -inf everywhere but a NaN at one position (the other columns
     // random). The NaN's chunk sees no finite value: its running max stays -inf and only the sum carries
     // the NaN, which must still reach every output of the column once the chunks' statistics are combined.
     // 12 columns take spatial-split's one-element instances, 36 its vectors (the NaN column in a vector
