@@ -169,17 +169,17 @@ TEST_CASE("cuda special values: a NaN among -inf values of a split column makes 
     // random). The NaN's chunk sees no finite value: its running max stays -inf and only the sum carries
     // the NaN, which must still reach every output of the column once the chunks' statistics are combined.
     // 12 columns take spatial-split's one-element instances, 36 its vectors (the NaN column in a vector
-    // with finite columns); forced, spatial-online.
+    // with finite columns); forced, spatial-online. Each input serves both kernels and both modes.
     CudaHandle handle;
-    for (const char* forced : {"", "online"}) {
-        const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
-        for (const DtypePair& pair : kSpecialPairs) {
-            for (const std::int64_t column_count : {std::int64_t{12}, std::int64_t{36}}) {
-                const std::int64_t row_len = 300001;
-                HostTensor x = make_tensor(pair.x, {row_len, column_count});
-                fill_random(x, test_rng());
-                const std::int64_t nan_at = std::uniform_int_distribution<std::int64_t>(0, row_len - 1)(test_rng());
-                for (std::int64_t j = 0; j < row_len; ++j) x.set(x.offset_of({j, 0}), j == nan_at ? kNaN : -kInf);
+    for (const DtypePair& pair : kSpecialPairs) {
+        for (const std::int64_t column_count : {std::int64_t{12}, std::int64_t{36}}) {
+            const std::int64_t row_len = 300001;
+            HostTensor x = make_tensor(pair.x, {row_len, column_count});
+            fill_random(x, test_rng());
+            const std::int64_t nan_at = std::uniform_int_distribution<std::int64_t>(0, row_len - 1)(test_rng());
+            for (std::int64_t j = 0; j < row_len; ++j) x.set(j * x.strides[0], j == nan_at ? kNaN : -kInf);
+            for (const char* forced : {"", "online"}) {
+                const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
                 for (bool log_mode : {false, true}) {
                     HostTensor y = make_tensor(pair.y, x.shape);
                     std::string plan;
