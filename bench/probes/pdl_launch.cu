@@ -1,13 +1,16 @@
-// pdl_launch.cu - whether programmatic dependent launch (PDL: the launch attribute
-// cudaLaunchAttributeProgrammaticStreamSerialization, with griddepcontrol.wait before a kernel touches memory
-// and griddepcontrol.launch_dependents to let the next kernel start) shortens a single decode row's time per
-// call. A 1 x 128256 f32 row's bytes (513 KB in, 513 KB out) moved the way grid-regs moves them (32 CTAs of
-// 512 threads, 16 KiB of x each, loads then stores), with no barrier or one cooperative grid barrier between
-// them, and an empty kernel; each launched plainly and with PDL, timed three ways:
+// pdl_launch.cu - what a single decode row's time per call is made of, launch and grid barrier apart. A
+// 1 x 128256 f32 row's bytes (513 KB in, 513 KB out) moved the way grid-regs moves them (32 CTAs of 512
+// threads, 16 KiB of x each, loads then stores), with nothing, cooperative_groups' grid sync, or a counter
+// barrier between the loads and the stores, and an empty kernel. Launched plainly, with the cooperative
+// attribute, and with programmatic dependent launch (PDL: cudaLaunchAttributeProgrammaticStreamSerialization,
+// griddepcontrol.wait before a kernel touches memory, then griddepcontrol.launch_dependents to let the next
+// kernel start). Timed three ways:
 //   events  a CUDA event between consecutive calls, the stream held until all are enqueued (as smx-bench)
 //   burst   100 calls between two events, time / 100 (back-to-back launches, one stream)
 //   graph   the same 100 calls captured in a CUDA graph, one replay timed, time / 100
-// x and y rotated through 1 GiB each. Not part of the build:
+// x and y rotated through 1 GiB each. The counter barrier under a plain launch is measured, not usable: only
+// a cooperative launch guarantees that every CTA of the grid is resident, so a library spinning on a barrier
+// without one can hang when other work holds the SMs. Not part of the build:
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/pdl_launch.cu -o /tmp/pdl && /tmp/pdl
 #include <cooperative_groups.h>
 
@@ -22,9 +25,33 @@ namespace cg = cooperative_groups;
 constexpr int kThreads = 512;
 constexpr int kUnits = 2;  // 16-byte units per thread: 512 x 2 x 16 B = 16 KiB a CTA
 
+enum class Barrier { kNone, kGridSync, kCounter };
+
+// A grid barrier by hand: every CTA counts itself in; the last to arrive resets the count and moves the
+// generation on, which the others spin on. `words` holds the count then the generation, both zero at first.
+__device__ void counter_barrier(unsigned* words) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned* generation = words + 1;
+        const unsigned seen = *generation;  // read before arriving: it cannot move until this CTA arrives
+        __threadfence();
+        if (atomicAdd(words, 1u) == gridDim.x - 1) {
+            atomicExch(words, 0u);
+            __threadfence();
+            atomicAdd(words + 1, 1u);
+        } else {
+            while (*generation == seen) {
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
 // kPdl: wait for the previous kernel's memory before the first access, then let the next kernel launch.
-template <bool kPdl, bool kGridBarrier>
-__global__ void __launch_bounds__(kThreads) slice_copy(const float4* x, float4* y, long long units, float* sink) {
+template <bool kPdl, Barrier kBarrier>
+__global__ void __launch_bounds__(kThreads) slice_copy(const float4* x, float4* y, long long units, float* sink,
+                                                       unsigned* barrier_words) {
     if (kPdl) {
         asm volatile("griddepcontrol.wait;" ::: "memory");
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -43,7 +70,8 @@ __global__ void __launch_bounds__(kThreads) slice_copy(const float4* x, float4* 
         if (i < units) acc += held[k].x;
     }
     __syncthreads();
-    if (kGridBarrier) cg::this_grid().sync();
+    if (kBarrier == Barrier::kGridSync) cg::this_grid().sync();
+    if (kBarrier == Barrier::kCounter) counter_barrier(barrier_words);
     if (acc == 1234567.f) sink[0] = acc;
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
@@ -54,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) slice_copy(const float4* x, float4* 
 
 // The copy's signature, so that one launcher serves both.
 template <bool kPdl>
-__global__ void empty_kernel(const float4*, float4*, long long, float*) {
+__global__ void empty_kernel(const float4*, float4*, long long, float*, unsigned*) {
     if (kPdl) {
         asm volatile("griddepcontrol.wait;" ::: "memory");
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -120,6 +148,9 @@ int main() {
     PROBE_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     float* sink;
     PROBE_CHECK(cudaMalloc(&sink, 64));
+    unsigned* barrier_words;
+    PROBE_CHECK(cudaMalloc(&barrier_words, 2 * sizeof(unsigned)));
+    PROBE_CHECK(cudaMemset(barrier_words, 0, 2 * sizeof(unsigned)));
     const auto time_each = [&](auto launch) { return median_us_per_call(s, 200, 10, 20000000, launch); };
     GibBuffers buffers;
     allocate_and_time_gib_copy(&buffers, s, time_each);
@@ -154,24 +185,27 @@ int main() {
         config.attrs = attributes;
         config.numAttrs = count;
         // A trial launch first: a combination the driver refuses is reported, not timed.
-        const cudaError_t trial = cudaLaunchKernelEx(&config, kernel, x_of(0), y_of(0), units, sink);
+        const cudaError_t trial = cudaLaunchKernelEx(&config, kernel, x_of(0), y_of(0), units, sink, barrier_words);
         const cudaError_t done = cudaStreamSynchronize(s);
         if (trial != cudaSuccess || done != cudaSuccess) {
             std::printf("%-30s refused: %s\n", name, cudaGetErrorString(trial != cudaSuccess ? trial : done));
             cudaGetLastError();
             return;
         }
-        const auto launch = [&](int i) { PROBE_CHECK(cudaLaunchKernelEx(&config, kernel, x_of(i), y_of(i), units, sink)); };
+        const auto launch = [&](int i) { PROBE_CHECK(cudaLaunchKernelEx(&config, kernel, x_of(i), y_of(i), units, sink, barrier_words)); };
         const double events = time_each(launch);
         const double burst = burst_us(s, 100, launch);
         const double graph = graph_us(s, 100, launch);
         std::printf("%-30s %8.2f %8.2f %8.2f\n", name, events, burst, graph);
     };
     for (int rep = 0; rep < 2; ++rep) {
-        run("copy, plain", slice_copy<false, false>, ctas, false, false);
-        run("copy, PDL", slice_copy<true, false>, ctas, true, false);
-        run("copy + grid barrier, plain", slice_copy<false, true>, ctas, false, true);
-        run("copy + grid barrier, PDL", slice_copy<true, true>, ctas, true, true);
+        run("copy, plain", slice_copy<false, Barrier::kNone>, ctas, false, false);
+        run("copy, PDL", slice_copy<true, Barrier::kNone>, ctas, true, false);
+        run("copy, cooperative", slice_copy<false, Barrier::kNone>, ctas, false, true);
+        run("copy + grid sync, cooperative", slice_copy<false, Barrier::kGridSync>, ctas, false, true);
+        run("copy + grid sync, coop + PDL", slice_copy<true, Barrier::kGridSync>, ctas, true, true);
+        run("copy + counter, cooperative", slice_copy<false, Barrier::kCounter>, ctas, false, true);
+        run("copy + counter, plain", slice_copy<false, Barrier::kCounter>, ctas, false, false);
         run("empty, plain", empty_kernel<false>, ctas, false, false);
         run("empty, PDL", empty_kernel<true>, ctas, true, false);
     }
