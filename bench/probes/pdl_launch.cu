@@ -56,28 +56,13 @@ __global__ void __launch_bounds__(kThreads) slice_copy(const float4* x, float4* 
         asm volatile("griddepcontrol.wait;" ::: "memory");
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     }
-    const long long begin = static_cast<long long>(blockIdx.x) * kThreads * kUnits;
     float4 held[kUnits];
-    float acc = 0.f;
-#pragma unroll
-    for (int k = 0; k < kUnits; ++k) {
-        const long long i = begin + threadIdx.x + static_cast<long long>(k) * kThreads;
-        if (i < units) held[k] = x[i];
-    }
-#pragma unroll
-    for (int k = 0; k < kUnits; ++k) {
-        const long long i = begin + threadIdx.x + static_cast<long long>(k) * kThreads;
-        if (i < units) acc += held[k].x;
-    }
+    const float sum = load_slice<kThreads, kUnits>(x, units, held);
     __syncthreads();
     if (kBarrier == Barrier::kGridSync) cg::this_grid().sync();
     if (kBarrier == Barrier::kCounter) counter_barrier(barrier_words);
-    if (acc == 1234567.f) sink[0] = acc;
-#pragma unroll
-    for (int k = 0; k < kUnits; ++k) {
-        const long long i = begin + threadIdx.x + static_cast<long long>(k) * kThreads;
-        if (i < units) y[i] = held[k];
-    }
+    if (sum == 1234567.f) sink[0] = sum;
+    store_slice<kThreads, kUnits>(y, units, held, 1.f);
 }
 
 // The copy's signature, so that one launcher serves both.

@@ -1,6 +1,7 @@
-// probe_timing.cuh - what the probes in this folder share: a checked CUDA call, and timing "like smx-bench
-// times a case": the stream held by a spin kernel until every call is enqueued, a CUDA event between
-// consecutive calls, the median per call. Header-only, so each probe still builds with one nvcc command.
+// probe_timing.cuh - what the probes in this folder share: a checked CUDA call, timing "like smx-bench
+// times a case" (the stream held by a spin kernel until every call is enqueued, a CUDA event between
+// consecutive calls, the median per call), and a CTA's slice of a row held in registers as grid-regs holds
+// it. Header-only, so each probe still builds with one nvcc command.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +23,39 @@
 __global__ void probe_spin(long long cycles) {
     const long long start = clock64();
     while (clock64() - start < cycles) {
+    }
+}
+
+// A CTA's slice of a row the way grid-regs holds it: CTAs of kThreads threads take consecutive slices of
+// kThreads x kUnits 16-byte units, thread t the units t, t + kThreads, ... of its CTA's. load_slice fills
+// `held` and returns the sum of the units' first floats, which waits for every load, as softmax's statistics
+// do, and gives the caller a value its stores can depend on.
+template <int kThreads, int kUnits>
+__device__ __forceinline__ float load_slice(const float4* x, long long units, float4 (&held)[kUnits]) {
+    const long long begin = static_cast<long long>(blockIdx.x) * kThreads * kUnits + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+        if (begin + static_cast<long long>(k) * kThreads < units) held[k] = x[begin + k * kThreads];
+    }
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+        if (begin + static_cast<long long>(k) * kThreads < units) sum += held[k].x;
+    }
+    return sum;
+}
+
+// Stores what load_slice held, each unit's first float times `scale`.
+template <int kThreads, int kUnits>
+__device__ __forceinline__ void store_slice(float4* y, long long units, const float4 (&held)[kUnits], float scale) {
+    const long long begin = static_cast<long long>(blockIdx.x) * kThreads * kUnits + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+        if (begin + static_cast<long long>(k) * kThreads < units) {
+            float4 value = held[k];
+            value.x *= scale;
+            y[begin + k * kThreads] = value;
+        }
     }
 }
 
