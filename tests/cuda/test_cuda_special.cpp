@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "cuda_helpers.hpp"
 
@@ -129,6 +130,23 @@ void check_special_rows(smxHandle_t handle, std::int64_t rows, const std::vector
     }
 }
 
+// x's columns (axis 0) on spatial-split, as the rule picks for columns this long, and forced onto
+// spatial-online, each in both modes against the reference; `what` leads each failure's message.
+void check_columns_split_and_online(smxHandle_t handle, const HostTensor& x, smxDataType_t y_dtype,
+                                    const std::string& what) {
+    for (const char* forced : {"", "online"}) {
+        const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
+        for (bool log_mode : {false, true}) {
+            HostTensor y = make_tensor(y_dtype, x.shape);
+            std::string plan;
+            const std::string mismatch = check_on_device(handle, y, x, 0, log_mode, &plan);
+            INFO(what << ": " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(kernel_kind(plan) == (std::string(forced) == "online" ? "spatial-online" : "spatial-split"));
+        }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("cuda special values: short, medium and long rows and columns in both modes", "[cuda]") {
@@ -149,17 +167,7 @@ TEST_CASE("cuda special values: columns too long for a cluster, split into chunk
     for (const DtypePair& pair : kSpecialPairs) {
         for (const std::int64_t column_count : {kRowKinds, 3 * kRowKinds}) {
             const HostTensor x = special_columns(pair.x, column_count, 300001);
-            for (const char* forced : {"", "online"}) {
-                const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
-                for (bool log_mode : {false, true}) {
-                    HostTensor y = make_tensor(pair.y, x.shape);
-                    std::string plan;
-                    const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
-                    INFO("special values: " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
-                    CHECK(mismatch == "");
-                    CHECK(kernel_kind(plan) == (std::string(forced) == "online" ? "spatial-online" : "spatial-split"));
-                }
-            }
+            check_columns_split_and_online(handle.get(), x, pair.y, "special values");
         }
     }
 }
@@ -178,17 +186,7 @@ TEST_CASE("cuda special values: a NaN among -inf values of a split column makes 
             fill_random(x, test_rng());
             const std::int64_t nan_at = std::uniform_int_distribution<std::int64_t>(0, row_len - 1)(test_rng());
             for (std::int64_t j = 0; j < row_len; ++j) x.set(j * x.strides[0], j == nan_at ? kNaN : -kInf);
-            for (const char* forced : {"", "online"}) {
-                const ScopedEnvironment columns("SMX_CUDA_LONG_COLUMNS", forced);
-                for (bool log_mode : {false, true}) {
-                    HostTensor y = make_tensor(pair.y, x.shape);
-                    std::string plan;
-                    const std::string mismatch = check_on_device(handle.get(), y, x, 0, log_mode, &plan);
-                    INFO("NaN among -inf at " << nan_at << ": " << describe_case(y, x, 0, log_mode) << " | plan: " << plan);
-                    CHECK(mismatch == "");
-                    CHECK(kernel_kind(plan) == (std::string(forced) == "online" ? "spatial-online" : "spatial-split"));
-                }
-            }
+            check_columns_split_and_online(handle.get(), x, pair.y, "NaN among -inf at " + std::to_string(nan_at));
         }
     }
 }
