@@ -398,10 +398,20 @@ struct Stats {
 };
 
 // Statistics another CTA of this grid wrote during this launch: loaded from L2 (ld.global.cg), never
-// from this SM's L1, which is not coherent with other SMs' writes.
+// from this SM's L1, which is not coherent with other SMs' writes. One vector load for both fields, so
+// `source` must be aligned to sizeof(Stats<C>) (the workspace is 16-byte aligned and holds whole Stats).
+// Volatile: with two scalar loads the compiler sank the sum's into combine()'s branch on the max, a second
+// round trip to L2 per partial; a volatile load also stays where it is written, ahead of any fold.
 template <class C>
 __device__ __forceinline__ Stats<C> load_stats_uncached(const Stats<C>* source) {
-    return {__ldcg(&source->max), __ldcg(&source->sum)};
+    static_assert(std::is_same_v<C, float> || std::is_same_v<C, double>, "compute types");
+    Stats<C> loaded;
+    if constexpr (std::is_same_v<C, float>) {
+        asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];" : "=f"(loaded.max), "=f"(loaded.sum) : "l"(source) : "memory");
+    } else {
+        asm volatile("ld.global.cg.v2.f64 {%0, %1}, [%2];" : "=d"(loaded.max), "=d"(loaded.sum) : "l"(source) : "memory");
+    }
+    return loaded;
 }
 
 template <class C>
