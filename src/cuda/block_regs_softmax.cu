@@ -234,9 +234,10 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
             if (warp == 0 && active) {
                 Stats<C> folded = empty_stats<C>();
                 // Rows of 33-64 CTAs: each lane requests its two partials before folding either, so warp 0
-                // waits on L2 once, not twice (H200, perf-notes runs 205 and 207: 1 x 256000 f32 8.4 -> 8.1 us,
-                // 1 x 1048576 11.0 -> 10.8). Not in the 16-value instances: there it cost 16-bit x 11 registers,
-                // a CTA of 512 per SM. The fold's order, and so its bits, are those of one partial a trip.
+                // waits on L2 once, not twice. H200, perf-notes run 207: 1 x 1048576 (64 CTAs) f32 10.9 -> 10.7
+                // us per call, bf16 9.6 -> 9.4; 1 x 256000 f32 (63) equal there, 8.4 -> 8.1 in run 205. Not in
+                // the 16-value instances: there it cost 16-bit x 11 registers, a CTA of 512 per SM. The fold's
+                // order, and so its bits, are those of one partial a trip.
                 constexpr bool kTwoPerTrip = !kRowSteps && kValues != 16;
                 if (kTwoPerTrip && lane < ranks) {
                     const bool has_second = lane + 32 < ranks;
