@@ -176,6 +176,34 @@ TEST_CASE("cuda decode: f32 rows leave grid-regs for a cluster per row at 2^19 e
     CHECK(kernel_kind(check_random_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 5, 128256, false)) == "grid-regs");
 }
 
+TEST_CASE("cuda decode: grid-regs folds rows of up to 32, 33-64 and over 64 CTAs' partials", "[cuda]") {
+    // Warp 0 takes a lane's first two partials in one trip where the instance allows (not at 16 values) and
+    // any past 64 one a trip: one row of each size, on the instances of both folds, against the reference.
+    CudaHandle handle;
+    const ScopedLongRowsOverride grid("grid");
+    struct Case {
+        smxDataType_t x, y;
+        std::int64_t row_len, min_chunks, max_chunks;
+    };
+    const Case cases[] = {
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 128256, 2, 32},       // 8 values: one partial a lane
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 256000, 33, 64},      // 8 values: two a lane, some lanes one
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 1500000, 65, 512},    // 32 values: two a lane, then the loop
+        {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1500000, 65, 512},  // 32 values, 16-bit x
+        {SMX_DTYPE_BF16, SMX_DTYPE_F32, 400000, 33, 64},     // 16 values: one a trip
+        {SMX_DTYPE_F64, SMX_DTYPE_F64, 100000, 33, 64},      // 8 doubles: the 16-byte load
+    };
+    for (const Case& c : cases) {
+        for (bool log_mode : {false, true}) {
+            const std::string plan = check_random_rows(handle.get(), c.x, c.y, 1, c.row_len, log_mode);
+            INFO("row_len " << c.row_len << " | plan: " << plan);
+            REQUIRE(kernel_kind(plan) == "grid-regs");
+            CHECK(plan_value(plan, "chunks") >= c.min_chunks);
+            CHECK(plan_value(plan, "chunks") <= c.max_chunks);
+        }
+    }
+}
+
 TEST_CASE("cuda decode: grid-regs at its row-count limit, and one row past it", "[cuda][sanitize]") {
     CudaHandle handle;
     // From 65536 elements the limit is every CTA resident at once, which the grid barrier needs: the
