@@ -107,6 +107,17 @@ constexpr double kRegsGoodUtilization = 0.9;
 constexpr int kRegsPackedValues = 64;
 constexpr int kRegsPackedMinCtasPerSm = 4;
 constexpr double kRegsPackedGoodUtilization = 0.95;
+// f32 x likewise runs faster in clusters of smaller CTAs where the rule above leaves it CTAs that fit fewer
+// than 8 per SM and a cluster of CTAs that fit 8 (128 threads of 32 values) holds the row with its slots 90%
+// full; where none does (rows past 16 x 128 x 32 = 65536 elements) the rule's choice stays, as the search at 8
+// per SM falls back to CTAs that fit 1 per SM there, 1.4-1.6x slower (4096 x 128256, 64 x 128256, 32 x
+// 256000). H200, perf-notes runs 215-216 (smx-bench full mode, us or % of copy, rule -> 8 per SM): 8192 x
+// 50257 clusters of 4 x 416 -> 13 x 128: f32 802.9 / 803.9 -> 785.5 / 785.3 us, f32 -> bf16 648.7 / 650.1 ->
+// 612.9 / 619.5; 4096 x 16384 one CTA of 512 -> 4 x 128: f32 94.0-94.2 -> 95.2-95.4%, f32 -> bf16 96.7-96.8
+// -> 97.1-97.2%; 8192 x 8192 (one of 256 -> 2 x 128) and 8192 x 32000 (2 x 512 -> 8 x 128) within 0.4%.
+// 16-bit x written as f32 gets more CTAs per SM only from its 64-value instance, and tied or lost (-1.5
+// points at 8192 x 8192); it keeps the rule above.
+constexpr int kRegsF32MinCtasPerSm = 8;
 constexpr int kRegsMinThreads = 128;
 // Slices shorter than this are not worth a cluster: one CTA holds them with few threads.
 constexpr std::int64_t kRegsMinClusterSlice = 1024;
@@ -489,10 +500,19 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
     return SMX_STATUS_SUCCESS;
 }
 
-// Block-regs' configuration for a row: the default search; then, for 16-bit x written as 16-bit given
-// packed CTAs that fit only 2 per SM, the packed search (kRegsPackedMinCtasPerSm) where it finds one.
+// Block-regs' configuration for a row: the default search; then, for f32 x given CTAs that fit fewer than
+// kRegsF32MinCtasPerSm per SM, the search at that many where it finds one; for 16-bit x written as 16-bit
+// given packed CTAs that fit only 2 per SM, the packed search (kRegsPackedMinCtasPerSm) where it finds one.
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
     SMX_RETURN_IF_ERROR(search_regs_config(info, limits, RegsSearch{}, choice));
+    const bool f32_few_ctas = info.x_dtype == SMX_DTYPE_F32 && choice->fits && choice->ctas_per_sm < kRegsF32MinCtasPerSm;
+    if (f32_few_ctas) {
+        const RegsSearch more_ctas{kRegsF32MinCtasPerSm, kRegsGoodUtilization, 0};
+        RegsChoice smaller_ctas;
+        SMX_RETURN_IF_ERROR(search_regs_config(info, limits, more_ctas, &smaller_ctas));
+        if (is_good_regs_choice(smaller_ctas, more_ctas)) *choice = smaller_ctas;
+        return SMX_STATUS_SUCCESS;
+    }
     const bool packed_at_two_per_sm =
         packed_pair(info) && choice->fits && choice->values == kRegsPackedValues && choice->ctas_per_sm <= kRegsMinCtasPerSm;
     if (!packed_at_two_per_sm) return SMX_STATUS_SUCCESS;

@@ -258,34 +258,77 @@ TEST_CASE("cuda rows: 8- and 16-value instances never run in clusters where a 32
     }
 }
 
+namespace {
+
+// A rows case for the block-regs plan rules below.
+struct BlockRegsRows {
+    smxDataType_t x_dtype, y_dtype;
+    std::int64_t row_len;
+    bool log_mode;
+};
+
+// Checks the case against the reference with enough rows that no few-long-rows plan takes it, and returns its
+// plan, which must be block-regs'.
+std::string block_regs_plan(smxHandle_t handle, const BlockRegsRows& c) {
+    const std::int64_t rows = 2 * multiprocessor_count() + 1;
+    const std::string plan = check_random_rows(handle, c.x_dtype, c.y_dtype, rows, c.row_len, c.log_mode);
+    INFO("plan: " << plan);
+    REQUIRE(kernel_kind(plan) == "block-regs");
+    return plan;
+}
+
+}  // namespace
+
 TEST_CASE("cuda rows: packed 16-bit -> 16-bit rows leave clusters of CTAs that fit 2 per SM for 4 or more",
           "[cuda]") {
     CudaHandle handle;
-    // Enough rows that no few-long-rows plan takes them.
-    const std::int64_t rows = 2 * multiprocessor_count() + 1;
-    struct Case {
-        smxDataType_t x_dtype, y_dtype;
-        std::int64_t row_len;
-        bool log_mode;
-    };
     // 16 -> 16 rows whose packed CTAs would fit 2 per SM take smaller CTAs in a larger cluster (runs 137-142).
-    const Case packed[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 50257, false},
-                           {SMX_DTYPE_F16, SMX_DTYPE_F16, 128256, true},
-                           {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32000, true}};
-    for (const Case& c : packed) {
-        const std::string plan = check_random_rows(handle.get(), c.x_dtype, c.y_dtype, rows, c.row_len, c.log_mode);
+    const BlockRegsRows packed[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 50257, false},
+                                    {SMX_DTYPE_F16, SMX_DTYPE_F16, 128256, true},
+                                    {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32000, true}};
+    for (const BlockRegsRows& c : packed) {
+        const std::string plan = block_regs_plan(handle.get(), c);
         INFO("plan: " << plan);
-        REQUIRE(kernel_kind(plan) == "block-regs");
         CHECK(plan_value(plan, "values") == 64);
         CHECK(plan_value(plan, "ctas_per_sm") >= 4);
         CHECK(plan_value(plan, "cluster") > 1);
     }
     // 16-bit x written as f32 (the same instance) keeps them.
-    const std::string plan = check_random_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, rows, 50257, false);
+    const std::string plan = block_regs_plan(handle.get(), {SMX_DTYPE_BF16, SMX_DTYPE_F32, 50257, false});
     INFO("plan: " << plan);
-    REQUIRE(kernel_kind(plan) == "block-regs");
     CHECK(plan_value(plan, "values") == 64);
     CHECK(plan_value(plan, "ctas_per_sm") == 2);
+}
+
+TEST_CASE("cuda rows: f32 rows whose CTAs would fit fewer than 8 per SM take clusters of smaller ones",
+          "[cuda]") {
+    CudaHandle handle;
+    // One CTA of 512 (rows of 16384) or clusters of 4 x 416 (50257, misaligned after the first row) fit 2 per
+    // SM; clusters of 4 or 13 CTAs of 128 threads x 32 values fit 8 with their slots over 90% full (perf-notes
+    // runs 215-216).
+    const BlockRegsRows smaller[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 16384, false},
+                                     {SMX_DTYPE_F32, SMX_DTYPE_F32, 50257, true},
+                                     {SMX_DTYPE_F32, SMX_DTYPE_BF16, 50257, false},
+                                     {SMX_DTYPE_F32, SMX_DTYPE_F16, 16384, true}};
+    for (const BlockRegsRows& c : smaller) {
+        const std::string plan = block_regs_plan(handle.get(), c);
+        INFO("plan: " << plan);
+        CHECK(plan_value(plan, "values") == 32);
+        CHECK(plan_value(plan, "threads") == 128);
+        CHECK(plan_value(plan, "ctas_per_sm") >= 8);
+        CHECK(plan_value(plan, "cluster") > 1);
+    }
+    // Past 16 x 128 x 32 elements no cluster of such CTAs holds the row: the rule's larger CTAs stay (the
+    // search at 8 per SM would fall back to CTAs that fit 1, 1.4-1.6x slower). And 16-bit x written as f32
+    // keeps its one CTA of 512 at rows of 16384 (more CTAs per SM only by its 64-value instance, which lost).
+    const std::string longest = block_regs_plan(handle.get(), {SMX_DTYPE_F32, SMX_DTYPE_F32, 128256, false});
+    INFO("plan: " << longest);
+    CHECK(plan_value(longest, "ctas_per_sm") >= 2);
+    CHECK(plan_value(longest, "ctas_per_sm") < 8);
+    const std::string widened = block_regs_plan(handle.get(), {SMX_DTYPE_BF16, SMX_DTYPE_F32, 16384, true});
+    INFO("plan: " << widened);
+    CHECK(plan_value(widened, "values") == 32);
+    CHECK(plan_value(widened, "cluster") == 1);
 }
 
 TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", "[cuda][sanitize]") {
