@@ -331,6 +331,18 @@ TEST_CASE("cuda rows: f32 rows whose CTAs would fit fewer than 8 per SM take clu
     CHECK(plan_value(widened, "cluster") == 1);
 }
 
+TEST_CASE("cuda rows: SMX_CUDA_MAX_CLUSTER keeps block-regs clusters within the portable 8", "[cuda]") {
+    CudaHandle handle;
+    // The GPU suite's synccheck stage sets it (the tool mis-tracks mbarriers past 8 CTAs): f32 rows that
+    // would take 13 or 16 CTAs of 128 threads keep the rule's clusters of 4 larger ones.
+    const ScopedEnvironment cap("SMX_CUDA_MAX_CLUSTER", "8");
+    for (std::int64_t row_len : {std::int64_t{50257}, std::int64_t{65536}}) {
+        const std::string plan = block_regs_plan(handle.get(), {SMX_DTYPE_F32, SMX_DTYPE_F32, row_len, false});
+        INFO("plan: " << plan);
+        CHECK(plan_value(plan, "cluster") == 4);
+    }
+}
+
 TEST_CASE("cuda rows: a representative subset of plan classes and dtype pairs", "[cuda][sanitize]") {
     CudaHandle handle;
     struct Case {
