@@ -107,6 +107,16 @@ constexpr double kRegsGoodUtilization = 0.9;
 constexpr int kRegsPackedValues = 64;
 constexpr int kRegsPackedMinCtasPerSm = 4;
 constexpr double kRegsPackedGoodUtilization = 0.95;
+// A row that one packed CTA holds at fewer than 8 per SM (rows of 15565-16384 elements: 256 threads, 4 per SM)
+// runs a little faster as a cluster of two CTAs of 128 threads that fit 8; a larger cluster for 8 per SM tied
+// or lost (clusters of 2 -> 4 at rows of 32000, 8 -> 16 at 128256), so only a single CTA is split, in two.
+// H200, perf-notes runs 215 and 221 (smx-bench full mode, % of copy, one CTA of 256 -> 2 x 128, 4096 x 16384):
+// run 221, rule / pair, two samples each: f16 softmax 89.7, 89.7 / 90.0, 90.4; log 90.2, 90.4 / 90.3, 90.6;
+// bf16 softmax 89.8, 89.5 / 90.1, 90.4; log 90.0, 90.1 / 90.6, 90.5; run 215 bf16 89.8-90.5 / 90.2-91.0.
+// 8192 x 32000 (2 x 256 -> 4 x 128) 97.1-97.5 / 97.1-97.5; 4096 x 128256 (8 x 256 -> 16 x 128) 96.1-98.3 /
+// 93.0-97.7. 16-bit x written as f32 in clusters of 128-thread CTAs (32 values, 8 per SM) lost 4-22 points
+// at rows of 16384-50257 (run 221: a CTA holds half the bytes of f32 x's, for the same cluster costs).
+constexpr int kRegsPackedPairMinCtasPerSm = 8;
 // f32 x likewise runs faster in clusters of smaller CTAs where the rule above leaves it CTAs that fit fewer
 // than 8 per SM and a cluster of CTAs that fit 8 (128 threads of 32 values) holds the row with its slots 90%
 // full; where none does (rows past 16 x 128 x 32 = 65536 elements) the rule's choice stays, as the search at 8
@@ -413,11 +423,13 @@ int regs_min_threads(int values, int override_threads) {
 }
 
 // What a block-regs search accepts: at least min_ctas_per_sm CTAs per SM and at least good_utilization of
-// the register slots holding elements; only_values (0: any) limits it to one instance.
+// the register slots holding elements; only_values (0: any) limits it to one instance, max_cluster (0: the
+// device's and SMX_CUDA_MAX_CLUSTER's limit) to clusters of at most that many CTAs.
 struct RegsSearch {
     int min_ctas_per_sm = kRegsMinCtasPerSm;
     double good_utilization = kRegsGoodUtilization;
     int only_values = 0;
+    int max_cluster = 0;
 };
 
 bool is_good_regs_choice(const RegsChoice& choice, const RegsSearch& search) {
@@ -457,7 +469,8 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
     *choice = {};
     const int min_threads_override = thread_count_override("SMX_CUDA_REGS_MIN_THREADS");
     const bool clusters = limits.cluster_launch && limits.compute_capability_major >= 9;
-    const int max_cluster = clusters ? max_regs_cluster() : 1;
+    const int max_cluster =
+        !clusters ? 1 : search.max_cluster > 0 ? std::min(search.max_cluster, max_regs_cluster()) : max_regs_cluster();
     const int max_threads = std::min(cuda::kBlockRegsMaxThreads, std::max(limits.max_threads_per_block, kRegsMinThreads));
     const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(info.x_dtype));
     const bool packed_first = packed_pair(info);
@@ -512,7 +525,9 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
 
 // Block-regs' configuration for a row: the default search; then, for f32 x given CTAs that fit fewer than
 // kRegsF32MinCtasPerSm per SM, the search at that many where it finds one; for 16-bit x written as 16-bit
-// given packed CTAs that fit only 2 per SM, the packed search (kRegsPackedMinCtasPerSm) where it finds one.
+// given packed CTAs that fit only 2 per SM, the packed search (kRegsPackedMinCtasPerSm) where it finds one,
+// and given one packed CTA a row that fits fewer than kRegsPackedPairMinCtasPerSm, a pair that fits that many
+// where one does.
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
     SMX_RETURN_IF_ERROR(search_regs_config(info, limits, RegsSearch{}, choice));
     const bool f32_few_ctas = info.x_dtype == SMX_DTYPE_F32 && choice->fits && choice->ctas_per_sm < kRegsF32MinCtasPerSm;
@@ -523,13 +538,19 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
         if (is_good_regs_choice(smaller_ctas, more_ctas)) *choice = smaller_ctas;
         return SMX_STATUS_SUCCESS;
     }
-    const bool packed_at_two_per_sm =
-        packed_pair(info) && choice->fits && choice->values == kRegsPackedValues && choice->ctas_per_sm <= kRegsMinCtasPerSm;
-    if (!packed_at_two_per_sm) return SMX_STATUS_SUCCESS;
-    const RegsSearch packed{kRegsPackedMinCtasPerSm, kRegsPackedGoodUtilization, kRegsPackedValues};
-    RegsChoice smaller_ctas;
-    SMX_RETURN_IF_ERROR(search_regs_config(info, limits, packed, &smaller_ctas));
-    if (is_good_regs_choice(smaller_ctas, packed)) *choice = smaller_ctas;
+    const bool packed = packed_pair(info) && choice->fits && choice->values == kRegsPackedValues;
+    if (packed && choice->ctas_per_sm <= kRegsMinCtasPerSm) {
+        const RegsSearch more_ctas{kRegsPackedMinCtasPerSm, kRegsPackedGoodUtilization, kRegsPackedValues};
+        RegsChoice smaller_ctas;
+        SMX_RETURN_IF_ERROR(search_regs_config(info, limits, more_ctas, &smaller_ctas));
+        if (is_good_regs_choice(smaller_ctas, more_ctas)) *choice = smaller_ctas;
+    }
+    if (packed && choice->cluster == 1 && choice->ctas_per_sm < kRegsPackedPairMinCtasPerSm) {
+        const RegsSearch pair{kRegsPackedPairMinCtasPerSm, kRegsPackedGoodUtilization, kRegsPackedValues, 2};
+        RegsChoice halves;
+        SMX_RETURN_IF_ERROR(search_regs_config(info, limits, pair, &halves));
+        if (is_good_regs_choice(halves, pair)) *choice = halves;
+    }
     return SMX_STATUS_SUCCESS;
 }
 

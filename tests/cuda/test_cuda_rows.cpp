@@ -300,6 +300,34 @@ TEST_CASE("cuda rows: packed 16-bit -> 16-bit rows leave clusters of CTAs that f
     CHECK(plan_value(plan, "ctas_per_sm") == 2);
 }
 
+TEST_CASE("cuda rows: a packed 16-bit -> 16-bit row one CTA holds at 4 per SM splits into a pair that fits 8",
+          "[cuda]") {
+    CudaHandle handle;
+    // Rows of 15565-16384 elements: one CTA of 256 threads (4 per SM) -> two of 128 (8 per SM), perf-notes run
+    // 221. 16383 leaves every row after the first off its 16-byte phase.
+    const BlockRegsRows pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 16384, false},
+                                   {SMX_DTYPE_F16, SMX_DTYPE_F16, 16383, true},
+                                   {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 15600, true}};
+    for (const BlockRegsRows& c : pairs) {
+        const std::string plan = block_regs_plan(handle.get(), c);
+        INFO("plan: " << plan);
+        CHECK(plan_value(plan, "values") == 64);
+        CHECK(plan_value(plan, "threads") == 128);
+        CHECK(plan_value(plan, "cluster") == 2);
+        CHECK(plan_value(plan, "ctas_per_sm") >= 8);
+    }
+    // A pair of 128-thread CTAs would be under 95% full at 15000: the one CTA stays; so does a row of 8192,
+    // whose one CTA of 128 fits 8 already.
+    const BlockRegsRows singles[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 15000, false},
+                                     {SMX_DTYPE_F16, SMX_DTYPE_F16, 8192, true}};
+    for (const BlockRegsRows& c : singles) {
+        const std::string plan = block_regs_plan(handle.get(), c);
+        INFO("plan: " << plan);
+        CHECK(plan_value(plan, "values") == 64);
+        CHECK(plan_value(plan, "cluster") == 1);
+    }
+}
+
 TEST_CASE("cuda rows: f32 rows whose CTAs would fit fewer than 8 per SM take clusters of smaller ones",
           "[cuda]") {
     CudaHandle handle;
