@@ -316,9 +316,10 @@ TEST_CASE("cuda rows: a packed 16-bit -> 16-bit row one CTA holds at 4 per SM sp
         CHECK(plan_value(plan, "cluster") == 2);
         CHECK(plan_value(plan, "ctas_per_sm") >= 8);
     }
-    // A pair of 128-thread CTAs would be under 95% full at 15000: the one CTA stays; so does a row of 8192,
-    // whose one CTA of 128 fits 8 already.
-    const BlockRegsRows singles[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 15000, false},
+    // A pair of 128-thread CTAs would be under 95% full at 14336 (one packed CTA of 224): the one CTA stays;
+    // so does a row of 8192, whose one CTA of 128 fits 8 already. (At 15000 the rule's one CTA is the
+    // 32-value instance's, 480 threads, which fills its slots better; this rule does not see it.)
+    const BlockRegsRows singles[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 14336, false},
                                      {SMX_DTYPE_F16, SMX_DTYPE_F16, 8192, true}};
     for (const BlockRegsRows& c : singles) {
         const std::string plan = block_regs_plan(handle.get(), c);
