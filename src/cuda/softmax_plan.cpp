@@ -523,6 +523,15 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
     return SMX_STATUS_SUCCESS;
 }
 
+// Runs `search` and replaces *choice with what it finds only where the search accepts it.
+smxStatus_t take_if_found(const SoftmaxInfo& info, const DeviceLimits& limits, const RegsSearch& search,
+                          RegsChoice* choice) {
+    RegsChoice found;
+    SMX_RETURN_IF_ERROR(search_regs_config(info, limits, search, &found));
+    if (is_good_regs_choice(found, search)) *choice = found;
+    return SMX_STATUS_SUCCESS;
+}
+
 // Block-regs' configuration for a row: the default search; then, for f32 x given CTAs that fit fewer than
 // kRegsF32MinCtasPerSm per SM, the search at that many where it finds one; for 16-bit x written as 16-bit
 // given packed CTAs that fit only 2 per SM, the packed search (kRegsPackedMinCtasPerSm) where it finds one,
@@ -530,26 +539,17 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const DeviceLimits& limi
 // where one does.
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
     SMX_RETURN_IF_ERROR(search_regs_config(info, limits, RegsSearch{}, choice));
-    const bool f32_few_ctas = info.x_dtype == SMX_DTYPE_F32 && choice->fits && choice->ctas_per_sm < kRegsF32MinCtasPerSm;
-    if (f32_few_ctas) {
-        const RegsSearch more_ctas{kRegsF32MinCtasPerSm, kRegsGoodUtilization, 0};
-        RegsChoice smaller_ctas;
-        SMX_RETURN_IF_ERROR(search_regs_config(info, limits, more_ctas, &smaller_ctas));
-        if (is_good_regs_choice(smaller_ctas, more_ctas)) *choice = smaller_ctas;
-        return SMX_STATUS_SUCCESS;
+    if (info.x_dtype == SMX_DTYPE_F32 && choice->fits && choice->ctas_per_sm < kRegsF32MinCtasPerSm) {
+        return take_if_found(info, limits, RegsSearch{kRegsF32MinCtasPerSm, kRegsGoodUtilization, 0}, choice);
     }
     const bool packed = packed_pair(info) && choice->fits && choice->values == kRegsPackedValues;
     if (packed && choice->ctas_per_sm <= kRegsMinCtasPerSm) {
-        const RegsSearch more_ctas{kRegsPackedMinCtasPerSm, kRegsPackedGoodUtilization, kRegsPackedValues};
-        RegsChoice smaller_ctas;
-        SMX_RETURN_IF_ERROR(search_regs_config(info, limits, more_ctas, &smaller_ctas));
-        if (is_good_regs_choice(smaller_ctas, more_ctas)) *choice = smaller_ctas;
+        SMX_RETURN_IF_ERROR(take_if_found(
+            info, limits, RegsSearch{kRegsPackedMinCtasPerSm, kRegsPackedGoodUtilization, kRegsPackedValues}, choice));
     }
     if (packed && choice->cluster == 1 && choice->ctas_per_sm < kRegsPackedPairMinCtasPerSm) {
         const RegsSearch pair{kRegsPackedPairMinCtasPerSm, kRegsPackedGoodUtilization, kRegsPackedValues, 2};
-        RegsChoice halves;
-        SMX_RETURN_IF_ERROR(search_regs_config(info, limits, pair, &halves));
-        if (is_good_regs_choice(halves, pair)) *choice = halves;
+        SMX_RETURN_IF_ERROR(take_if_found(info, limits, pair, choice));
     }
     return SMX_STATUS_SUCCESS;
 }
