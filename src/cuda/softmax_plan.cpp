@@ -128,6 +128,14 @@ constexpr int kRegsPackedPairMinCtasPerSm = 8;
 // 16-bit x written as f32 gets more CTAs per SM only from its 64-value instance, and tied or lost (-1.5
 // points at 8192 x 8192); it keeps the rule above.
 constexpr int kRegsF32MinCtasPerSm = 8;
+// Where no such cluster holds an f32 row and the rule's CTAs fit fewer than 4 per SM, the smallest cluster
+// of CTAs that fit 4 (256 threads x 32 values, so rows of up to 16 x 8192 = 131072) with 90% of their slots
+// full, where one exists. H200, perf-notes run 223 (smx-bench full mode, two samples, clusters of 8 x 512 ->
+// 16 x 256): 64 x 128256 f32 softmax 64.0 / 64.7 -> 69.2 / 68.7% of copy (24.2 -> 22.5 us), log 64.2 / 64.6
+// -> 68.1 / 68.0%, f32 -> bf16 +1.2-2.2 points; 4096 x 128256 f32 99.0 -> 99.6%, f32 -> bf16 within 0.2;
+// 8 x 128256 f32 9.0-9.25 -> 9.36-9.50 us, f32 -> bf16 within 0.2 us (a row's split may not depend on the
+// row count, so the few-row case takes the loss).
+constexpr int kRegsF32FallbackMinCtasPerSm = 4;
 constexpr int kRegsMinThreads = 128;
 // Slices shorter than this are not worth a cluster: one CTA holds them with few threads.
 constexpr std::int64_t kRegsMinClusterSlice = 1024;
@@ -533,14 +541,17 @@ smxStatus_t take_if_found(const SoftmaxInfo& info, const DeviceLimits& limits, c
 }
 
 // Block-regs' configuration for a row: the default search; then, for f32 x given CTAs that fit fewer than
-// kRegsF32MinCtasPerSm per SM, the search at that many where it finds one; for 16-bit x written as 16-bit
+// kRegsF32MinCtasPerSm per SM, the search at that many where it finds one, else, for CTAs that fit fewer than
+// kRegsF32FallbackMinCtasPerSm, the search at that many where it finds one; for 16-bit x written as 16-bit
 // given packed CTAs that fit only 2 per SM, the packed search (kRegsPackedMinCtasPerSm) where it finds one,
 // and given one packed CTA a row that fits fewer than kRegsPackedPairMinCtasPerSm, a pair that fits that many
 // where one does.
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const DeviceLimits& limits, RegsChoice* choice) {
     SMX_RETURN_IF_ERROR(search_regs_config(info, limits, RegsSearch{}, choice));
     if (info.x_dtype == SMX_DTYPE_F32 && choice->fits && choice->ctas_per_sm < kRegsF32MinCtasPerSm) {
-        return take_if_found(info, limits, RegsSearch{kRegsF32MinCtasPerSm, kRegsGoodUtilization, 0}, choice);
+        SMX_RETURN_IF_ERROR(take_if_found(info, limits, RegsSearch{kRegsF32MinCtasPerSm, kRegsGoodUtilization, 0}, choice));
+        if (choice->ctas_per_sm >= kRegsF32FallbackMinCtasPerSm) return SMX_STATUS_SUCCESS;
+        return take_if_found(info, limits, RegsSearch{kRegsF32FallbackMinCtasPerSm, kRegsGoodUtilization, 0}, choice);
     }
     const bool packed = packed_pair(info) && choice->fits && choice->values == kRegsPackedValues;
     if (packed && choice->ctas_per_sm <= kRegsMinCtasPerSm) {

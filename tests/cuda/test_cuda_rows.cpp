@@ -347,28 +347,48 @@ TEST_CASE("cuda rows: f32 rows whose CTAs would fit fewer than 8 per SM take clu
         CHECK(plan_value(plan, "ctas_per_sm") >= 8);
         CHECK(plan_value(plan, "cluster") > 1);
     }
-    // Past 16 x 128 x 32 elements no cluster of such CTAs holds the row: the rule's larger CTAs stay (the
-    // search at 8 per SM would fall back to CTAs that fit 1, 1.4-1.6x slower). And 16-bit x written as f32
-    // keeps its one CTA of 512 at rows of 16384 (more CTAs per SM only by its 64-value instance, which lost).
-    const std::string longest = block_regs_plan(handle.get(), {SMX_DTYPE_F32, SMX_DTYPE_F32, 128256, false});
-    INFO("plan: " << longest);
-    CHECK(plan_value(longest, "ctas_per_sm") >= 2);
-    CHECK(plan_value(longest, "ctas_per_sm") < 8);
+    // 16-bit x written as f32 keeps its one CTA of 512 at rows of 16384 (more CTAs per SM only by its
+    // 64-value instance, which lost, or by 32-value CTAs in clusters, which lost more).
     const std::string widened = block_regs_plan(handle.get(), {SMX_DTYPE_BF16, SMX_DTYPE_F32, 16384, true});
     INFO("plan: " << widened);
     CHECK(plan_value(widened, "values") == 32);
     CHECK(plan_value(widened, "cluster") == 1);
 }
 
+TEST_CASE("cuda rows: f32 rows no cluster of 8-per-SM CTAs holds take CTAs that fit 4 where a cluster of them does",
+          "[cuda]") {
+    CudaHandle handle;
+    // Past 16 x 128 x 32 = 65536 elements no cluster of 128-thread CTAs holds the row (the search at 8 per SM
+    // would fall back to CTAs that fit 1, 1.4-1.6x slower); up to 16 x 256 x 32 = 131072 a cluster of
+    // 256-thread CTAs that fit 4 does (perf-notes run 223: 64 x 128256 f32 64 -> 68-69% of copy).
+    const BlockRegsRows fours[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 128256, false},
+                                   {SMX_DTYPE_F32, SMX_DTYPE_BF16, 100001, true}};
+    for (const BlockRegsRows& c : fours) {
+        const std::string plan = block_regs_plan(handle.get(), c);
+        INFO("plan: " << plan);
+        CHECK(plan_value(plan, "values") == 32);
+        CHECK(plan_value(plan, "threads") == 256);
+        CHECK(plan_value(plan, "ctas_per_sm") >= 4);
+        CHECK(plan_value(plan, "cluster") > 8);
+    }
+    // Past 131072 none does: the rule's CTAs of 512, 2 per SM, stay.
+    const std::string longer = block_regs_plan(handle.get(), {SMX_DTYPE_F32, SMX_DTYPE_F32, 140000, false});
+    INFO("plan: " << longer);
+    CHECK(plan_value(longer, "threads") == 512);
+    CHECK(plan_value(longer, "ctas_per_sm") >= 2);
+    CHECK(plan_value(longer, "ctas_per_sm") < 4);
+}
+
 TEST_CASE("cuda rows: SMX_CUDA_MAX_CLUSTER keeps block-regs clusters within the portable 8", "[cuda]") {
     CudaHandle handle;
     // The GPU suite's synccheck stage sets it (the tool mis-tracks mbarriers past 8 CTAs): f32 rows that
-    // would take 13 or 16 CTAs of 128 threads keep the rule's clusters of 4 larger ones.
+    // would take 13 or 16 CTAs of 128 threads, or 16 of 256, take clusters of at most 8 larger ones.
     const ScopedEnvironment cap("SMX_CUDA_MAX_CLUSTER", "8");
-    for (std::int64_t row_len : {std::int64_t{50257}, std::int64_t{65536}}) {
+    for (std::int64_t row_len : {std::int64_t{50257}, std::int64_t{65536}, std::int64_t{128256}}) {
         const std::string plan = block_regs_plan(handle.get(), {SMX_DTYPE_F32, SMX_DTYPE_F32, row_len, false});
         INFO("plan: " << plan);
-        CHECK(plan_value(plan, "cluster") == 4);
+        CHECK(plan_value(plan, "cluster") > 1);
+        CHECK(plan_value(plan, "cluster") <= 8);
     }
 }
 
