@@ -119,14 +119,14 @@ constexpr double kRegsPackedGoodUtilization = 0.95;
 constexpr int kRegsPackedPairMinCtasPerSm = 8;
 // f32 x likewise runs faster in clusters of smaller CTAs where the rule above leaves it CTAs that fit fewer
 // than 8 per SM and a cluster of CTAs that fit 8 (128 threads of 32 values) holds the row with its slots 90%
-// full; where none does (rows past 16 x 128 x 32 = 65536 elements) the rule's choice stays, as the search at 8
-// per SM falls back to CTAs that fit 1 per SM there, 1.4-1.6x slower (4096 x 128256, 64 x 128256, 32 x
-// 256000). H200, perf-notes runs 215-216 (smx-bench full mode, us or % of copy, rule -> 8 per SM): 8192 x
-// 50257 clusters of 4 x 416 -> 13 x 128: f32 802.9 / 803.9 -> 785.5 / 785.3 us, f32 -> bf16 648.7 / 650.1 ->
-// 612.9 / 619.5; 4096 x 16384 one CTA of 512 -> 4 x 128: f32 94.0-94.2 -> 95.2-95.4%, f32 -> bf16 96.7-96.8
-// -> 97.1-97.2%; 8192 x 8192 (one of 256 -> 2 x 128) and 8192 x 32000 (2 x 512 -> 8 x 128) within 0.4%.
-// 16-bit x written as f32 gets more CTAs per SM only from its 64-value instance, and tied or lost (-1.5
-// points at 8192 x 8192); it keeps the rule above.
+// full; where none does (rows past 16 x 128 x 32 = 65536 elements) that search's fallback is not taken (the
+// search below for 4 per SM may be), as it gives CTAs that fit 1 per SM there, 1.4-1.6x slower (4096 x 128256,
+// 64 x 128256, 32 x 256000). H200, perf-notes runs 215-216 (smx-bench full mode, us or % of copy, rule -> 8
+// per SM): 8192 x 50257 clusters of 4 x 416 -> 13 x 128: f32 802.9 / 803.9 -> 785.5 / 785.3 us, f32 -> bf16
+// 648.7 / 650.1 -> 612.9 / 619.5; 4096 x 16384 one CTA of 512 -> 4 x 128: f32 94.0-94.2 -> 95.2-95.4%, f32 ->
+// bf16 96.7-96.8 -> 97.1-97.2%; 8192 x 8192 (one of 256 -> 2 x 128) and 8192 x 32000 (2 x 512 -> 8 x 128)
+// within 0.4%. 16-bit x written as f32 gets more CTAs per SM only from its 64-value instance, and tied or lost
+// (-1.5 points at 8192 x 8192); it keeps the rule above.
 constexpr int kRegsF32MinCtasPerSm = 8;
 // Where no such cluster holds an f32 row and the rule's CTAs fit fewer than 4 per SM, the smallest cluster
 // of CTAs that fit 4 (256 threads x 32 values, so rows of up to 16 x 8192 = 131072) with 90% of their slots
