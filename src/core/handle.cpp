@@ -11,7 +11,7 @@
 #include "core/logging.hpp"
 
 #if SMX_WITH_CUDA
-#include "cuda/cuda_backend.hpp"
+#include "cuda/backend.hpp"
 #endif
 
 namespace smx {

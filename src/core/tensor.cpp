@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "common/dtype.hpp"
+#include "core/dtype.hpp"
 #include "core/api_guard.hpp"
 #include "core/enum_value.hpp"
 #include "core/error.hpp"

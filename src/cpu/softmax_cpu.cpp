@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/dtype.hpp"
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 
 namespace smx {
@@ -73,18 +73,18 @@ private:
     // Element offsets of row `row`'s first element in x and y.
     static void row_start(const SoftmaxInfo& info, std::int64_t row, std::int64_t* x_offset, std::int64_t* y_offset) {
         switch (info.layout) {
-            case SoftmaxLayout::Rows:
+            case RowLayout::Rows:
                 *x_offset = row * info.x.row_stride;
                 *y_offset = row * info.y.row_stride;
                 return;
-            case SoftmaxLayout::Spatial: {
+            case RowLayout::Spatial: {
                 const std::int64_t outer = row / info.inner;
                 const std::int64_t inner = row % info.inner;
                 *x_offset = outer * info.x.outer_stride + inner;
                 *y_offset = outer * info.y.outer_stride + inner;
                 return;
             }
-            case SoftmaxLayout::General: {
+            case RowLayout::General: {
                 std::int64_t rest = row;
                 *x_offset = 0;
                 *y_offset = 0;

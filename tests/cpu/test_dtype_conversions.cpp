@@ -10,7 +10,7 @@
 #include <limits>
 #include <random>
 
-#include "common/dtype.hpp"
+#include "core/dtype.hpp"
 #include "support/reference.hpp"
 
 using smx::bf16_bits_to_double;

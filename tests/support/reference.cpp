@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "common/dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace smx_test {
 

@@ -1,4 +1,4 @@
-#include "common/dtype.hpp"
+#include "core/dtype.hpp"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-// warp_softmax.cuh - short rows (row_len <= kWarpMaxRowLen), Rows layout: a group of kLanes threads
+// kernel.cuh - the warp family: short rows (row_len <= kWarpMaxRowLen), Rows layout: a group of kLanes threads
 // (1..32, a power of two) owns a row, held in registers; several rows per warp, kRowsPerThread (1 or 2)
 // rows per thread; warp-shuffle reductions over the group. The plan's grid covers every row once; where
 // the shape holds at most 16 values per thread and every row offset of x and y fits in 32 bits
@@ -11,7 +11,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "cuda/softmax_common.cuh"
+#include "cuda/common/reduce.cuh"
+#include "cuda/warp/params.hpp"
 
 namespace smx::cuda {
 
@@ -58,7 +59,7 @@ __device__ __forceinline__ void store_pack_paired(Y* y_row, int col, int row_len
 // a thread then executes ~150 instructions instead of ~180 on 16-bit rows of 32 (its setup, the 64-bit row
 // and offset arithmetic, was ~50 of them), and the grid's single pass needs no loop.
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, bool kLogMode, class Index>
-__device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args) {
+__device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
     using C = ComputeType<X>;
     // 16-byte packs of x even when y is wider: unlike block-regs, 8-byte packs lost here on the H200
     // (f16 -> f32 rows of 128..1024: 88-95% of copy with 16-byte packs, 77-88% with 8-byte ones).
@@ -199,7 +200,7 @@ __device__ __forceinline__ void warp_softmax_rows(const SoftmaxKernelArgs& args)
 // The index width is a run-time choice (a uniform branch) in the instances of at most
 // kWarpOffsets32MaxValues values per thread, which hold both bodies; wider ones have the 64-bit body only.
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
-__device__ __forceinline__ void warp_softmax_modes(const SoftmaxKernelArgs& args) {
+__device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
     const auto body = [&](auto index_tag) {
         using Index = typename decltype(index_tag)::type;
         if (args.log_mode != 0) {
@@ -220,7 +221,7 @@ __device__ __forceinline__ void warp_softmax_modes(const SoftmaxKernelArgs& args
 // Most shapes: 128 threads, the register count left to the compiler (stating a minimum of CTAs per SM
 // changes its choice: 16-bit shapes went from 48 to 72 registers with a minimum of one; see below).
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
-__global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const WarpParams args) {
     warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
@@ -245,7 +246,7 @@ constexpr int kWarpMinCtasPerSm = sizeof(X) <= 4 && kCols * kRowsPerThread <= 8 
                                                                                    : 0;
 
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, int kMinCtasPerSm>
-__global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softmax_bounded(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softmax_bounded(const WarpParams args) {
     warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
@@ -277,19 +278,18 @@ const void* warp_softmax_instance(int shape_index, std::index_sequence<I...>) {
     return kernel;
 }
 
-// Every y dtype for one x dtype: each warp_softmax_<x>.cu instantiates one of these.
+// Every y dtype for one x dtype: each instances_<x>.cu instantiates one of these.
 template <class X>
 const void* warp_softmax_for_x(smxDataType_t y_dtype, int shape_index) {
     constexpr std::size_t kShapes = WarpShapeTable<kPackOf<X>>::shapes.size();
-    const auto visit = [shape_index](auto, auto y_tag) -> const void* {
+    return visit_dtype(y_dtype, [shape_index](auto y_tag) -> const void* {
         using Y = typename decltype(y_tag)::type;
-        return warp_softmax_instance<X, Y>(shape_index, std::make_index_sequence<kShapes>{});
-    };
-    if constexpr (std::is_same_v<X, double>) {
-        return y_dtype == SMX_DTYPE_F64 ? visit(TypeTag<double>{}, TypeTag<double>{}) : nullptr;
-    } else {
-        return visit_output_dtype<X>(y_dtype, visit);
-    }
+        if constexpr (kEveryFamilyPair<X, Y>) {
+            return warp_softmax_instance<X, Y>(shape_index, std::make_index_sequence<kShapes>{});
+        } else {
+            return nullptr;
+        }
+    });
 }
 
 }  // namespace smx::cuda

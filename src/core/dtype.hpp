@@ -12,28 +12,38 @@
 
 namespace smx {
 
-inline bool is_valid_dtype(int dtype) {
-    return dtype == SMX_DTYPE_F16 || dtype == SMX_DTYPE_BF16 || dtype == SMX_DTYPE_F32 || dtype == SMX_DTYPE_F64;
+// The element types, one entry each: the only list of them on the host (the device's is cuda/common/types.cuh's
+// visit_dtype). A new dtype is a new entry here, then wherever the compiler or a test points.
+struct DtypeTraits {
+    smxDataType_t dtype;
+    const char* name;
+    std::size_t size;
+};
+inline constexpr DtypeTraits kDtypes[] = {
+    {SMX_DTYPE_F16, "f16", 2},
+    {SMX_DTYPE_BF16, "bf16", 2},
+    {SMX_DTYPE_F32, "f32", 4},
+    {SMX_DTYPE_F64, "f64", 8},
+};
+
+// The entry of `dtype`, or nullptr for a value that names no dtype.
+inline const DtypeTraits* dtype_traits(int dtype) {
+    for (const DtypeTraits& traits : kDtypes) {
+        if (static_cast<int>(traits.dtype) == dtype) return &traits;
+    }
+    return nullptr;
 }
 
+inline bool is_valid_dtype(int dtype) { return dtype_traits(dtype) != nullptr; }
+
 inline std::size_t dtype_size(smxDataType_t dtype) {
-    switch (dtype) {
-        case SMX_DTYPE_F16: return 2;
-        case SMX_DTYPE_BF16: return 2;
-        case SMX_DTYPE_F32: return 4;
-        case SMX_DTYPE_F64: return 8;
-    }
-    return 0;
+    const DtypeTraits* traits = dtype_traits(dtype);
+    return traits != nullptr ? traits->size : 0;
 }
 
 inline const char* dtype_name(smxDataType_t dtype) {
-    switch (dtype) {
-        case SMX_DTYPE_F16: return "f16";
-        case SMX_DTYPE_BF16: return "bf16";
-        case SMX_DTYPE_F32: return "f32";
-        case SMX_DTYPE_F64: return "f64";
-    }
-    return "invalid";
+    const DtypeTraits* traits = dtype_traits(dtype);
+    return traits != nullptr ? traits->name : "invalid";
 }
 
 // Any of F16/BF16/F32 to any of them (computed in float), or F64 to F64 (computed in double).
@@ -41,6 +51,7 @@ inline bool is_supported_dtype_pair(smxDataType_t x, smxDataType_t y) {
     if (x == SMX_DTYPE_F64 || y == SMX_DTYPE_F64) return x == SMX_DTYPE_F64 && y == SMX_DTYPE_F64;
     return true;
 }
+inline constexpr const char* kSupportedDtypePairs = "f16/bf16/f32 go to any of f16/bf16/f32, f64 only to f64";
 
 // ---- binary16 / bfloat16 <-> double, bit exact -------------------------------------------------
 

@@ -1,4 +1,4 @@
-// block_regs_softmax.cu - rows of 1025..524288 elements, Rows layout: C CTAs per row, each CTA owning a
+// kernel.cu - the block-regs family (block-regs and grid-regs plans): rows of 1025..524288 elements, Rows layout: C CTAs per row, each CTA owning a
 // slice of ceil(n / C) elements (rounded up to a 16-byte pack) that its threads hold in REGISTERS (16-bit
 // inputs packed, widened on use), kValues per thread. Per row: every load issued first, one exp per element
 // (kept in the registers), one (max, sum) reduction per CTA, combined across the row's CTAs, then the
@@ -14,10 +14,11 @@
 //     while the CTA works on the step before.
 #include <type_traits>
 
-#include "common/dtype.hpp"
-#include "cuda/bulk_copy.cuh"
-#include "cuda/cluster.cuh"
-#include "cuda/softmax_common.cuh"
+#include "core/dtype.hpp"
+#include "cuda/common/bulk_copy.cuh"
+#include "cuda/common/cluster.cuh"
+#include "cuda/common/reduce.cuh"
+#include "cuda/block_regs/params.hpp"
 
 namespace smx::cuda {
 namespace {
@@ -35,7 +36,7 @@ enum class ModeChoice { kSoftmax, kLogSoftmax, kRunTime };
 
 // The kernel body; the __global__ wrappers below differ in their launch bounds and in kRowSteps.
 template <class X, class Y, int kValues, ModeChoice kMode, bool kRowSteps>
-__device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
+__device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     using C = ComputeType<X>;
     constexpr int kPack = kPackOfPair<X, Y>;
     constexpr int kPackBytes = kPack * static_cast<int>(sizeof(X));
@@ -342,7 +343,7 @@ __device__ __forceinline__ void block_regs_rows(const SoftmaxKernelArgs& args) {
 // 16 and 32 values lost 1-2 points (bf16 -> f32 at 16 values took 54 registers instead of 39): those keep
 // the run-time mode, with the write loops they had (split per mode at 16 values, one loop at 32: run 29).
 template <class X, class Y, int kValues, bool kRowSteps = false>
-__device__ __forceinline__ void block_regs_modes(const SoftmaxKernelArgs& args) {
+__device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
     if constexpr (sizeof(X) == 2 && sizeof(Y) == 4 && (kValues == 16 || kValues == 32)) {
         block_regs_rows<X, Y, kValues, ModeChoice::kRunTime, kRowSteps>(args);
     } else if (args.log_mode != 0) {
@@ -356,7 +357,7 @@ __device__ __forceinline__ void block_regs_modes(const SoftmaxKernelArgs& args) 
 // left to the compiler. Stating a minimum of one CTA per SM is not the same: it let the compiler take all
 // 64 registers (16 values: 38-40 -> 48-56), so none is stated.
 template <class X, class Y, int kValues>
-__global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(1024) block_regs_softmax(const BlockRegsParams args) {
     block_regs_modes<X, Y, kValues>(args);
 }
 
@@ -364,7 +365,7 @@ __global__ void __launch_bounds__(1024) block_regs_softmax(const SoftmaxKernelAr
 // registers): left to itself the compiler gave the bf16 -> f32 instance 74 registers, one CTA per SM, and
 // the plan then chose worse configurations (8192 x 32000 bf16 -> f32: 87 -> 70% of copy).
 template <class X, class Y>
-__global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const BlockRegsParams args) {
     block_regs_modes<X, Y, 64>(args);
 }
 
@@ -372,7 +373,7 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const Softma
 // elements, 512 threads: rows past 524288 elements, the only ones whose CTAs can outnumber the device's),
 // and f32 x only (block_regs_steps_instance).
 template <class X, class Y>
-__global__ void __launch_bounds__(1024) block_regs_softmax_steps(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(1024) block_regs_softmax_steps(const BlockRegsParams args) {
     block_regs_modes<X, Y, kGridRegsStepsValues, true>(args);
 }
 

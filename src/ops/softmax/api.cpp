@@ -1,4 +1,4 @@
-// softmax_api.cpp - the softmax C entry points: validate into an info, ask the backend for a plan, run it.
+// api.cpp - the softmax C entry points: validate into an info, ask the backend for a plan, run it.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,7 +14,7 @@
 #include "ops/softmax/plan.hpp"
 
 #if SMX_WITH_CUDA
-#include "cuda/cuda_backend.hpp"
+#include "cuda/backend.hpp"
 #endif
 
 struct smxSoftmaxDescriptor {
@@ -40,7 +40,8 @@ smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, i
         SMX_RETURN_IF_ERROR(make_cpu_softmax_plan(desc->info, handle->cpu_threads, &desc->plan));
     } else {
 #if SMX_WITH_CUDA
-        SMX_RETURN_IF_ERROR(make_cuda_softmax_plan(desc->info, handle->device_id, handle->limits, &desc->plan));
+        SMX_RETURN_IF_ERROR(make_cuda_softmax_plan(desc->info, handle->device_id, handle->limits,
+                                                   cuda::plan_preferences_from_environment(), &desc->plan));
 #else
         return fail(SMX_STATUS_INTERNAL_ERROR, "a CUDA handle exists in a build without CUDA");
 #endif

@@ -1,10 +1,11 @@
-// cuda_backend.hpp - the CUDA backend's face towards the core. Plain C++: no CUDA types cross it,
-// so the core compiles without the CUDA toolkit. Only built when SMX_WITH_CUDA is on.
+// backend.hpp - the CUDA backend's face towards the operators. Plain C++: no CUDA types cross it, so the
+// core compiles without the CUDA toolkit. Only built when SMX_WITH_CUDA is on.
 #pragma once
 
 #include <memory>
 
 #include "core/device_limits.hpp"
+#include "cuda/plan/preferences.hpp"
 #include "ops/softmax/info.hpp"
 #include "ops/softmax/plan.hpp"
 
@@ -15,9 +16,9 @@ namespace smx {
 // SMX_STATUS_BAD_PARAM_DEVICE (id out of range).
 smxStatus_t cuda_query_device(int device_id, DeviceLimits* limits);
 
-// Chooses the kernel and its launch shape for a validated problem on that device.
+// Chooses the kernel family and its launch shape for a validated problem on that device.
 smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const DeviceLimits& limits,
-                                   std::unique_ptr<SoftmaxPlan>* plan);
+                                   const cuda::PlanPreferences& preferences, std::unique_ptr<SoftmaxPlan>* plan);
 
 // Forward-time check that y and x are memory the device `device_id` can address (device or managed
 // memory of that device, or mapped host memory); refuses plain host pointers and other devices' memory.

@@ -1,5 +1,5 @@
-// warp_softmax_f64.cu - the warp kernel's instances for x = f64 (one file per x dtype builds in parallel).
-#include "cuda/warp_softmax.cuh"
+// instances_f64.cu - the warp kernel's instances for x = f64 (one file per x dtype builds in parallel).
+#include "cuda/warp/kernel.cuh"
 
 namespace smx::cuda {
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "cuda/cuda_backend.hpp"
-#include "cuda/cuda_util.hpp"
+#include "cuda/backend.hpp"
+#include "cuda/common/util.hpp"
 
 namespace smx {
 namespace {

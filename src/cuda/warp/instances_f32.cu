@@ -1,5 +1,5 @@
-// warp_softmax_f32.cu - the warp kernel's instances for x = f32 (one file per x dtype builds in parallel).
-#include "cuda/warp_softmax.cuh"
+// instances_f32.cu - the warp kernel's instances for x = f32 (one file per x dtype builds in parallel).
+#include "cuda/warp/kernel.cuh"
 
 namespace smx::cuda {
 

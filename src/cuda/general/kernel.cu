@@ -1,9 +1,10 @@
-// general_softmax.cu - General layout (any strides): a group of threads_per_row threads (a warp, or the
+// kernel.cu - the general family: General layout (any strides): a group of threads_per_row threads (a warp, or the
 // whole block for long rows) per row. The row's start comes from its collapsed multi-index (a 64-bit
 // divmod chain over index_ndim <= 7 dims); elements sit axis_stride apart. Online (max, sum) in one pass,
 // then a second pass re-reads x and writes y. Traffic: x read twice, y written once; uncoalesced unless
 // the strides happen to be friendly: slower, but right for every layout.
-#include "cuda/softmax_common.cuh"
+#include "cuda/common/reduce.cuh"
+#include "cuda/general/params.hpp"
 
 namespace smx::cuda {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop step
 
 template <class X, class Y>
-__global__ void __launch_bounds__(256) general_softmax(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(256) general_softmax(const GeneralParams args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);

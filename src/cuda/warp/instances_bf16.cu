@@ -1,5 +1,5 @@
-// warp_softmax_bf16.cu - the warp kernel's instances for x = bf16 (one file per x dtype builds in parallel).
-#include "cuda/warp_softmax.cuh"
+// instances_bf16.cu - the warp kernel's instances for x = bf16 (one file per x dtype builds in parallel).
+#include "cuda/warp/kernel.cuh"
 
 namespace smx::cuda {
 

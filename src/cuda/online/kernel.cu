@@ -1,4 +1,4 @@
-// online_softmax.cu - rows too long to cache in shared memory, Rows layout. Two kernel families built
+// kernel.cu - rows too long to cache in shared memory, Rows layout. Two kernel families built
 // from the same range helpers (online (max, sum) over x in one pass, then a second pass that re-reads x
 // and writes y; traffic: x read twice, y written once, the second read often served by L2):
 //   block-online  one CTA per row (grid-stride over rows), for many long rows;
@@ -6,7 +6,8 @@
 //                 one CTA per (chunk, row); kernel 1 writes each chunk's (max, sum) to the workspace,
 //                 kernel 2 loads its chunk's first packs, folds the row's partials meanwhile (same order
 //                 in every CTA) and writes its chunk.
-#include "cuda/softmax_common.cuh"
+#include "cuda/common/reduce.cuh"
+#include "cuda/online/params.hpp"
 
 namespace smx::cuda {
 namespace {
@@ -229,7 +230,7 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
 }
 
 template <class X, class Y>
-__global__ void __launch_bounds__(512) block_online_softmax(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(512) block_online_softmax(const OnlineRowsParams args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
@@ -249,7 +250,7 @@ __global__ void __launch_bounds__(512) block_online_softmax(const SoftmaxKernelA
 }
 
 // Elements of chunk `chunk` of a row: [chunk * slice_len, min(row_len, (chunk + 1) * slice_len)).
-__device__ __forceinline__ std::int64_t chunk_count(const SoftmaxKernelArgs& args, std::int64_t chunk) {
+__device__ __forceinline__ std::int64_t chunk_count(const OnlineRowsParams& args, std::int64_t chunk) {
     const std::int64_t remaining = args.row_len - chunk * args.slice_len;
     return remaining < args.slice_len ? remaining : args.slice_len;
 }
@@ -260,7 +261,7 @@ template <class X>
 constexpr int kSplitStatsMinBlocks = sizeof(X) == 8 ? 1 : 3;
 
 template <class X>
-__global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(const OnlineRowsParams args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
@@ -280,7 +281,7 @@ __global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(
 // (run 37, 4 x 4194304 .. 1 x 16777216): 16-bit -> f32 2-4% faster, the rest unchanged within noise.
 // (bf16 -> f32 spills 12 bytes since its first step is loaded before the fold; still 2-4% faster, run 44.)
 template <class X, class Y>
-__global__ void __launch_bounds__(512, 2) split_row_write(const SoftmaxKernelArgs args) {
+__global__ void __launch_bounds__(512, 2) split_row_write(const OnlineRowsParams args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);

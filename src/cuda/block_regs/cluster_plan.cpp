@@ -1,0 +1,197 @@
+// cluster_plan.cpp - block-regs: the cluster of CTAs (1..16) that holds a row in registers, its CTA size and
+// values per thread. The rules and their measurements: performance.md#block-regs.
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/block_regs/params.hpp"
+#include "cuda/block_regs/plan.hpp"
+
+namespace smx::cuda {
+namespace {
+
+// The packed instance: 16-bit x held two to a register, 64 values a thread.
+constexpr int kPackedValues = 64;
+
+// What a search accepts: at least min_ctas_per_sm CTAs per SM and at least good_utilization of the register
+// slots holding elements; only_values (0: any) limits it to one instance, max_cluster (0: the device's and
+// the preferences' limit) to clusters of at most that many CTAs.
+struct RegsSearch {
+    int min_ctas_per_sm;
+    double good_utilization;
+    int only_values = 0;
+    int max_cluster = 0;
+};
+
+// Whether `a` serves the row better than `b`: several CTAs per SM first (one CTA's loads overlap another's
+// math and stores), then the fewest idle register slots (to 1%), then more values per thread. Equal: the one
+// found first (the smaller cluster). The packed instance ranks first only for 16-bit outputs (packed_first).
+bool better_regs_choice(const RegsChoice& a, const RegsChoice& b, bool packed_first, int min_ctas_per_sm) {
+    if (!b.fits) return a.fits;
+    if (!a.fits) return false;
+    const bool a_overlaps = a.ctas_per_sm >= min_ctas_per_sm;
+    const bool b_overlaps = b.ctas_per_sm >= min_ctas_per_sm;
+    if (a_overlaps != b_overlaps) return a_overlaps;
+    const int a_percent = static_cast<int>(a.utilization * 100.0);
+    const int b_percent = static_cast<int>(b.utilization * 100.0);
+    if (a_percent != b_percent) return a_percent > b_percent;
+    const auto rank = [packed_first](int values) { return values == kPackedValues ? (packed_first ? 128 : 0) : values; };
+    return rank(a.values) > rank(b.values);
+}
+
+// The smallest CTA for an instance of `values` per thread: widened instances (8-32) may run two warps, the
+// packed one keeps more (performance.md#block-regs, CTA size).
+int regs_min_threads(int values, const PlanContext& context) {
+    if (context.preferences.regs_min_threads > 0) return context.preferences.regs_min_threads;
+    return values <= 32 ? context.tuning.block_regs.min_threads_widened : context.tuning.block_regs.min_threads;
+}
+
+bool is_good_regs_choice(const RegsChoice& choice, const RegsSearch& search) {
+    return choice.fits && choice.ctas_per_sm >= search.min_ctas_per_sm && choice.utilization >= search.good_utilization;
+}
+
+// 16-bit x written as 16-bit: the pairs whose packed instance ranks first and the packed searches are for.
+bool packed_pair(const SoftmaxInfo& info) { return dtype_size(info.x_dtype) == 2 && dtype_size(info.y_dtype) == 2; }
+
+// Instances of 8 and 16 values do not run in clusters where the pair has a 32-value instance: they won on
+// utilization alone and ran far slower (performance.md#block-regs).
+bool regs_instance_clusters(const SoftmaxInfo& info, int values) {
+    return values >= 32 || block_regs_softmax_kernel(info.x_dtype, info.y_dtype, 32) == nullptr;
+}
+
+// The largest cluster a plan may take: the family's limit, or the preferences' cap.
+int max_regs_cluster(const PlanContext& context) {
+    const int cap = context.preferences.max_cluster;
+    return cap >= 1 && cap < kBlockRegsMaxCluster ? cap : kBlockRegsMaxCluster;
+}
+
+// The smallest cluster (1..16 CTAs, any integer) with a configuration the search accepts; the best
+// configuration seen when none does. Clusters are checked for placement (16 needs the non-portable opt-in).
+smxStatus_t search_regs_config(const SoftmaxInfo& info, const PlanContext& context, const RegsSearch& search,
+                               RegsChoice* choice) {
+    *choice = {};
+    const DeviceLimits& limits = context.limits;
+    const int device_max_cluster = max_regs_cluster(context);
+    const int max_cluster = !has_clusters(limits)      ? 1
+                            : search.max_cluster > 0 ? std::min(search.max_cluster, device_max_cluster)
+                                                     : device_max_cluster;
+    const int max_threads =
+        std::min(kBlockRegsMaxThreads, std::max(limits.max_threads_per_block, context.tuning.block_regs.min_threads));
+    const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(info.x_dtype));
+    const bool packed_first = packed_pair(info);
+    RegsChoice fallback;
+    for (int cluster = 1; cluster <= max_cluster; ++cluster) {
+        // Slices are whole packs, so every CTA's slice keeps the row's 16-byte phase.
+        const std::int64_t slice_len = round_up(ceil_div(info.row_len, cluster), pack);
+        if (cluster > 1 && slice_len < context.tuning.block_regs.min_cluster_slice) break;
+        if ((cluster - 1) * slice_len >= info.row_len) continue;  // the last CTA would have nothing
+        RegsChoice best;
+        for (int values : kBlockRegsValueCounts) {
+            if (search.only_values != 0 && values != search.only_values) continue;
+            if (cluster > 1 && !regs_instance_clusters(info, values)) continue;
+            const void* kernel = block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
+            if (kernel == nullptr) continue;
+            int instance_max_threads = 0;
+            SMX_RETURN_IF_ERROR(max_threads_of(kernel, "block-regs", &instance_max_threads));
+            const std::int64_t threads =
+                std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32), regs_min_threads(values, context));
+            if (threads > max_threads || threads > instance_max_threads) continue;
+            int ctas_per_sm = 0;
+            SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &ctas_per_sm));
+            if (ctas_per_sm == 0) continue;
+            if (cluster > 1) {
+                SMX_RETURN_IF_ERROR(allow_large_clusters(kernel, "block-regs"));
+                if (max_active_clusters(kernel, cluster, static_cast<int>(threads), 0) == 0) continue;
+            }
+            const RegsChoice candidate{true,
+                                       kernel,
+                                       cluster,
+                                       static_cast<int>(threads),
+                                       values,
+                                       slice_len,
+                                       ctas_per_sm,
+                                       static_cast<double>(info.row_len) / static_cast<double>(cluster * threads * values)};
+            if (better_regs_choice(candidate, best, packed_first, search.min_ctas_per_sm)) best = candidate;
+        }
+        if (is_good_regs_choice(best, search)) {
+            *choice = best;
+            return SMX_STATUS_SUCCESS;
+        }
+        if (better_regs_choice(best, fallback, packed_first, search.min_ctas_per_sm)) fallback = best;
+    }
+    *choice = fallback;
+    return SMX_STATUS_SUCCESS;
+}
+
+// Runs `search` and replaces *choice with what it finds only where the search accepts it.
+smxStatus_t take_if_found(const SoftmaxInfo& info, const PlanContext& context, const RegsSearch& search,
+                          RegsChoice* choice) {
+    RegsChoice found;
+    SMX_RETURN_IF_ERROR(search_regs_config(info, context, search, &found));
+    if (is_good_regs_choice(found, search)) *choice = found;
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& context, RegsChoice* choice) {
+    const BlockRegsTuning& tuning = context.tuning.block_regs;
+    SMX_RETURN_IF_ERROR(search_regs_config(info, context, RegsSearch{tuning.min_ctas_per_sm, tuning.good_utilization}, choice));
+    // f32 x given CTAs that fit fewer than f32_min_ctas_per_sm per SM: clusters of smaller CTAs where one
+    // holds the row, else, below f32_fallback_min_ctas_per_sm, the search at that many.
+    if (info.x_dtype == SMX_DTYPE_F32 && choice->fits && choice->ctas_per_sm < tuning.f32_min_ctas_per_sm) {
+        SMX_RETURN_IF_ERROR(
+            take_if_found(info, context, RegsSearch{tuning.f32_min_ctas_per_sm, tuning.good_utilization}, choice));
+        if (choice->ctas_per_sm < tuning.f32_fallback_min_ctas_per_sm) {
+            SMX_RETURN_IF_ERROR(take_if_found(
+                info, context, RegsSearch{tuning.f32_fallback_min_ctas_per_sm, tuning.good_utilization}, choice));
+        }
+    } else {
+        // 16-bit -> 16-bit given packed CTAs that fit only min_ctas_per_sm: the packed search; given one packed
+        // CTA a row that fits fewer than packed_pair_min_ctas_per_sm, a pair of CTAs that fit that many.
+        const bool packed = packed_pair(info) && choice->fits && choice->values == kPackedValues;
+        if (packed && choice->ctas_per_sm <= tuning.min_ctas_per_sm) {
+            const RegsSearch search{tuning.packed_min_ctas_per_sm, tuning.packed_good_utilization, kPackedValues};
+            SMX_RETURN_IF_ERROR(take_if_found(info, context, search, choice));
+        }
+        if (packed && choice->cluster == 1 && choice->ctas_per_sm < tuning.packed_pair_min_ctas_per_sm) {
+            const RegsSearch pair{tuning.packed_pair_min_ctas_per_sm, tuning.packed_good_utilization, kPackedValues, 2};
+            SMX_RETURN_IF_ERROR(take_if_found(info, context, pair, choice));
+        }
+    }
+    // One cluster per row: the rows past kRowsPerGridRow go to grid.y, within its limit.
+    const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, kRowsPerGridRow);
+    choice->fits = choice->fits && ceil_div(info.rows, rows_per_grid_row) <= kMaxGridY;
+    return SMX_STATUS_SUCCESS;
+}
+
+bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, const RegsChoice& choice) {
+    const BlockRegsTuning& tuning = context.tuning.block_regs;
+    const bool push_cluster = info.x_dtype == SMX_DTYPE_F32 && choice.values >= 32 && choice.ctas_per_sm >= tuning.min_ctas_per_sm;
+    const bool packed_cluster =
+        packed_pair(info) && choice.values == kPackedValues && choice.ctas_per_sm >= tuning.packed_min_ctas_per_sm;
+    return choice.fits && (push_cluster || packed_cluster) &&
+           info.rows * info.row_len >= tuning.cluster_over_grid_min_elements;
+}
+
+smxStatus_t plan_block_regs(const SoftmaxInfo& info, const RegsChoice& choice, FamilyPlan* plan) {
+    // grid.x = cluster x rows_per_grid_row, grid.y covers the rest of the rows.
+    const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, kRowsPerGridRow);
+    const dim3 grid(static_cast<unsigned>(rows_per_grid_row * choice.cluster),
+                    static_cast<unsigned>(ceil_div(info.rows, rows_per_grid_row)));
+    BlockRegsParams params;
+    params.rows = info.rows;
+    params.row_len = info.row_len;
+    params.x_row_stride = info.x.row_stride;
+    params.y_row_stride = info.y.row_stride;
+    params.slice_len = choice.slice_len;
+    params.log_mode = info.is_log() ? 1 : 0;
+    const Launch launch{choice.kernel, grid, dim3(static_cast<unsigned>(choice.threads)), 0,
+                        choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
+    *plan = make_family_plan(info, params, {launch}, 0,
+                             fmt::format("cuda block-regs values={} threads={} cluster={} slice={} ctas_per_sm={} grid={}x{}",
+                                         choice.values, choice.threads, choice.cluster, choice.slice_len,
+                                         choice.ctas_per_sm, grid.x, grid.y));
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace smx::cuda

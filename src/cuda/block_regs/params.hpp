@@ -1,0 +1,55 @@
+// params.hpp - the block-regs family's face towards the plan: its parameter struct, instance getters and the
+// constants its instances are compiled with. Plain C++: no CUDA types.
+// The family: rows held in REGISTERS by one CTA or by C CTAs per row, whose statistics meet either in a
+// thread-block cluster (DSMEM; "block-regs") or through the workspace behind a grid barrier of a cooperative
+// launch ("grid-regs", optionally in row steps). x read once, y written once.
+// Measurements: performance.md#block-regs and performance.md#grid-regs.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "smx/smx.h"
+
+namespace smx::cuda {
+
+struct BlockRegsParams {
+    const void* x = nullptr;
+    void* y = nullptr;
+    void* workspace = nullptr;     // grid-regs: (max, sum) partials of every CTA
+    std::int64_t rows = 0;
+    std::int64_t row_len = 0;
+    std::int64_t x_row_stride = 0;
+    std::int64_t y_row_stride = 0;
+    std::int64_t slice_len = 0;    // elements per CTA of a row
+    std::int64_t chunks = 0;       // > 0: grid-regs with this many CTAs per row; 0: a cluster per row
+    std::int64_t row_steps = 1;    // grid-regs steps: rows each group of `chunks` CTAs takes in turn
+    int log_mode = 0;              // 1: log-softmax
+
+    void bind(const void* x_pointer, void* y_pointer, void* workspace_pointer, std::size_t, std::size_t) {
+        x = x_pointer;
+        y = y_pointer;
+        workspace = workspace_pointer;
+    }
+};
+
+// Values per thread the kernel is instantiated with, ascending (f64: 8 and 16 only; 64: 16-bit x only, held
+// packed two to a register).
+constexpr std::array<int, 4> kBlockRegsValueCounts{{8, 16, 32, 64}};
+constexpr int kBlockRegsMaxThreads = 1024;
+constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed
+
+// nullptr also when `values_per_thread` has no instance for x_dtype.
+const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+
+// The kernel as grid-regs with row steps (params.row_steps), instantiated at kGridRegsStepsValues values per
+// thread for f32 x only (nullptr for other x). A step's CTAs fold at most kGridRegsStepsMaxChunks partials.
+constexpr int kGridRegsStepsValues = 32;
+constexpr int kGridRegsStepsMaxChunks = 512;
+const void* grid_regs_steps_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+// Dynamic shared memory the row-steps kernel needs for slices of `slice_len` elements: the slice staged by a
+// bulk copy one step ahead where x's packs are 16 bytes (x at least as wide as y), else 0.
+std::size_t grid_regs_steps_shared_bytes(smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t slice_len);
+
+}  // namespace smx::cuda

@@ -1,0 +1,70 @@
+// plan.hpp - the block-regs family's planners: rows held in registers by a cluster of CTAs per row
+// (block-regs), or by CTAs spread over the device behind a grid barrier (grid-regs, grid-regs-steps). Each
+// has a choose step (the configuration, and whether it fits) and an apply step (the plan); the rows decision
+// tree (plan/softmax_plan.cpp) weighs the choices against each other.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/plan/context.hpp"
+
+namespace smx::cuda {
+
+// A block-regs configuration: cluster size, threads, values per thread and how well they fit.
+struct RegsChoice {
+    bool fits = false;
+    const void* kernel = nullptr;
+    int cluster = 1;
+    int threads = 0;
+    int values = 0;               // elements of the row each thread holds in registers
+    std::int64_t slice_len = 0;   // elements per CTA of the cluster
+    int ctas_per_sm = 0;          // resident CTAs per SM (occupancy API)
+    double utilization = 0.0;     // row_len / (cluster x threads x values): registers holding real elements
+};
+
+// The configuration for a row: the default search, then the searches for f32 x and for packed 16-bit x
+// (performance.md#block-regs).
+smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& context, RegsChoice* choice);
+
+// A cluster per row with `choice` (fits).
+smxStatus_t plan_block_regs(const SoftmaxInfo& info, const RegsChoice& choice, FamilyPlan* plan);
+
+// Whether `choice` is one of the push-statistics or packed configurations that beat grid-regs from
+// tuning.block_regs.cluster_over_grid_min_elements on (performance.md#grid-regs).
+bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, const RegsChoice& choice);
+
+// A grid-regs configuration: the block-regs kernel with `chunks` CTAs per row combined by a grid barrier.
+struct GridRegsChoice {
+    bool fits = false;  // the device supports it and every row's CTAs are resident at once
+    const void* kernel = nullptr;
+    int threads = 0;
+    int values = 0;
+    std::int64_t slice_len = 0;
+    std::int64_t chunks = 0;
+    int ctas_per_sm = 0;
+    std::int64_t resident = 0;  // CTAs the device holds at once
+};
+
+// Grid-regs for the row length's slice, or its wide slice where rows do not all fit (performance.md#grid-regs).
+smxStatus_t choose_grid_regs(const SoftmaxInfo& info, const PlanContext& context, GridRegsChoice* choice);
+
+// Grid-regs steps: a grid-regs configuration of kGridRegsStepsValues values that does not fit every row at
+// once, on the row-steps kernel, rows_per_step rows at a time. fits = false where the kernel has no instance,
+// the device cannot hold one row's CTAs at once, or a row has more CTAs than a step folds.
+struct GridRegsSteps {
+    bool fits = false;
+    const void* kernel = nullptr;
+    std::size_t shared_bytes = 0;  // the staged slice (dynamic shared memory)
+    int ctas_per_sm = 0;
+    std::int64_t rows_per_step = 0;
+    std::int64_t steps = 0;
+};
+
+smxStatus_t choose_grid_regs_steps(const SoftmaxInfo& info, const PlanContext& context, const GridRegsChoice& choice,
+                                   GridRegsSteps* steps);
+
+smxStatus_t plan_grid_regs(const SoftmaxInfo& info, const GridRegsChoice& choice, FamilyPlan* plan);
+smxStatus_t plan_grid_regs_steps(const SoftmaxInfo& info, const GridRegsChoice& choice, const GridRegsSteps& steps,
+                                 FamilyPlan* plan);
+
+}  // namespace smx::cuda

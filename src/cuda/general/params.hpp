@@ -1,0 +1,37 @@
+// params.hpp - the general family's face towards the plan: any strides. A warp (or for long rows the whole
+// block) per row; the row's start from its collapsed multi-index. Online statistics, then a second read of x.
+// performance.md#general. Plain C++: no CUDA types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "smx/smx.h"
+
+namespace smx::cuda {
+
+struct GeneralParams {
+    const void* x = nullptr;
+    void* y = nullptr;
+    std::int64_t rows = 0;
+    std::int64_t row_len = 0;
+    std::int64_t x_axis_stride = 1;
+    std::int64_t y_axis_stride = 1;
+    std::int64_t index_shape[SMX_MAX_DIMS] = {};  // collapsed row index space, outermost first
+    std::int64_t x_index_strides[SMX_MAX_DIMS] = {};
+    std::int64_t y_index_strides[SMX_MAX_DIMS] = {};
+    int index_ndim = 0;
+    int threads_per_row = 32;  // 32 (a warp per row) or blockDim.x (a block per row)
+    int log_mode = 0;          // 1: log-softmax
+
+    void bind(const void* x_pointer, void* y_pointer, void*, std::size_t, std::size_t) {
+        x = x_pointer;
+        y = y_pointer;
+    }
+};
+
+constexpr int kGeneralThreads = 256;
+
+const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+
+}  // namespace smx::cuda

@@ -1,0 +1,11 @@
+// plan.hpp - the general family's planner: any strides, a warp or a block per row.
+#pragma once
+
+#include "cuda/plan/context.hpp"
+
+namespace smx::cuda {
+
+// Any layout: Rows and Spatial problems are described by their index space too.
+smxStatus_t plan_general(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan);
+
+}  // namespace smx::cuda

@@ -1,0 +1,63 @@
+// plan.cpp - block-online's persistent grid and split-row's chunks. performance.md#block-online, #split-row.
+#include "cuda/online/plan.hpp"
+
+#include <algorithm>
+
+#include "cuda/online/params.hpp"
+
+namespace smx::cuda {
+namespace {
+
+// Chunk lengths are multiples of this many elements: 128 bytes even for 16-bit x, so every chunk of a row
+// starts at the row's 16-byte phase and the vector body stays aligned.
+constexpr std::int64_t kSplitChunkGranule = 64;
+
+OnlineRowsParams rows_params(const SoftmaxInfo& info) {
+    OnlineRowsParams params;
+    params.rows = info.rows;
+    params.row_len = info.row_len;
+    params.x_row_stride = info.x.row_stride;
+    params.y_row_stride = info.y.row_stride;
+    params.log_mode = info.is_log() ? 1 : 0;
+    return params;
+}
+
+}  // namespace
+
+smxStatus_t plan_block_online(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    const void* kernel = block_online_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info.x_dtype, info.y_dtype, "block-online"));
+    int blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, kOnlineThreads, 0, &blocks));
+    const unsigned grid = persistent_grid(info.rows, blocks, context.limits.multiprocessor_count);
+    *plan = make_family_plan(info, rows_params(info), {Launch{kernel, dim3(grid), dim3(kOnlineThreads), 0, 0}}, 0,
+                             fmt::format("cuda block-online threads={} grid={}", kOnlineThreads, grid));
+    return SMX_STATUS_SUCCESS;
+}
+
+// Chunks of about row_len / chunk_target elements (a lone row spreads over ~2 waves of CTAs), within
+// [min_chunk, max_chunk] and at most max_chunks per row.
+smxStatus_t plan_split_row(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    const SplitRowTuning& tuning = context.tuning.split_row;
+    const void* stats_kernel = split_row_stats_kernel(info.x_dtype, info.y_dtype);
+    const void* write_kernel = split_row_write_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(stats_kernel, info.x_dtype, info.y_dtype, "split-row statistics"));
+    SMX_RETURN_IF_ERROR(require_kernel(write_kernel, info.x_dtype, info.y_dtype, "split-row write"));
+    std::int64_t chunk_len = std::clamp(next_pow2(ceil_div(info.row_len, tuning.chunk_target)), tuning.min_chunk, tuning.max_chunk);
+    chunk_len = std::max(chunk_len, round_up(ceil_div(info.row_len, tuning.max_chunks), kSplitChunkGranule));
+    const std::int64_t chunks = ceil_div(info.row_len, chunk_len);
+    const int threads = chunk_len >= 16384 ? 512 : 256;
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(std::min<std::int64_t>(info.rows, kMaxGridY)));
+    OnlineRowsParams params = rows_params(info);
+    params.slice_len = chunk_len;
+    params.chunks = chunks;
+    const std::size_t workspace = static_cast<std::size_t>(info.rows * chunks) * stats_bytes(info);
+    *plan = make_family_plan(info, params,
+                             {Launch{stats_kernel, grid, dim3(threads), 0, 0}, Launch{write_kernel, grid, dim3(threads), 0, 0}},
+                             workspace,
+                             fmt::format("cuda split-row chunk={} chunks={} threads={} workspace={}", chunk_len, chunks,
+                                         threads, workspace));
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace smx::cuda

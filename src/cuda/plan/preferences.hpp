@@ -1,0 +1,29 @@
+// preferences.hpp - overrides of the CUDA planners' rules, for benchmarks that time one plan against another
+// and for tests that reach a plan on shapes the rules would not give it. The default value means "the rules".
+// Planners take them as a value; nothing below reads the environment.
+#pragma once
+
+namespace smx::cuda {
+
+// The long-rows rule's replacement: cluster = block-regs clusters where they fit (else block-online); grid =
+// grid-regs wherever every CTA fits at once; split = split-row for rows of split_row.min_len or more; steps =
+// grid-regs-steps wherever grid-regs cannot hold every row but the steps kernel holds one.
+enum class LongRowsPreference { Rule, Cluster, Grid, Split, Steps };
+// Columns too long for any cluster: the rule (spatial-split where a column makes two chunks), or online.
+enum class LongColumnsPreference { Rule, Online };
+
+struct PlanPreferences {
+    int warp_threads = 0;          // 0: the rule; 64 or 128: the warp kernel's CTA size
+    bool warp_offsets_64 = false;  // the warp kernel's 64-bit index body even where 32 bits suffice
+    int regs_min_threads = 0;      // 0: the rule; 64 or 128: block-regs' smallest CTA for every instance
+    int max_cluster = 0;           // 0: the device's limit; 1..15: block-regs clusters of at most this many CTAs
+    LongRowsPreference long_rows = LongRowsPreference::Rule;
+    LongColumnsPreference long_columns = LongColumnsPreference::Rule;
+};
+
+// The debugging override: SMX_CUDA_WARP_THREADS, SMX_CUDA_WARP_OFFSETS, SMX_CUDA_REGS_MIN_THREADS,
+// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS and SMX_CUDA_LONG_COLUMNS (docs/api.md), read here and only here,
+// each time a descriptor is created. Values it does not know mean the rule.
+PlanPreferences plan_preferences_from_environment();
+
+}  // namespace smx::cuda

@@ -1,0 +1,127 @@
+// softmax_plan.cpp - the CUDA softmax plan: which kernel family runs a problem, decided once from the
+// SoftmaxInfo, the device's limits, its architecture's tuning table and the plan preferences (never from a
+// pointer). run() only binds the pointers and launches. Each family's own choices live in its folder.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "cuda/backend.hpp"
+#include "cuda/block_regs/plan.hpp"
+#include "cuda/common/util.hpp"
+#include "cuda/general/plan.hpp"
+#include "cuda/online/plan.hpp"
+#include "cuda/spatial/plan.hpp"
+#include "cuda/warp/params.hpp"
+#include "cuda/warp/plan.hpp"
+
+namespace smx {
+namespace {
+
+using cuda::FamilyPlan;
+using cuda::LongRowsPreference;
+using cuda::PlanContext;
+
+class CudaSoftmaxPlan final : public SoftmaxPlan {
+public:
+    CudaSoftmaxPlan(int device_id, FamilyPlan family) : device_id_(device_id), family_(std::move(family)) {}
+
+    std::size_t workspace_bytes() const override { return family_.workspace; }
+    const std::string& description() const override { return family_.text; }
+
+    smxStatus_t run(void* workspace, void* y, const void* x, void* stream) const override {
+        if (!family_.call) return SMX_STATUS_SUCCESS;  // nothing to launch
+        // Bases misaligned for the chosen kernels' vector accesses take the plan made for them.
+        const FamilyPlan& chosen = family_.unaligned && (reinterpret_cast<std::uintptr_t>(x) % family_.x_base_alignment != 0 ||
+                                                         reinterpret_cast<std::uintptr_t>(y) % family_.y_base_alignment != 0)
+                                       ? *family_.unaligned
+                                       : family_;
+        cuda::ScopedDevice device(device_id_);
+        SMX_RETURN_IF_ERROR(device.status());
+        return chosen.call->run(cuda::ForwardOperands{x, y, workspace}, static_cast<cudaStream_t>(stream));
+    }
+
+private:
+    int device_id_;
+    FamilyPlan family_;
+};
+
+// Rows layout, in order: (a) short rows in one warp's registers; (b) rows a cluster of CTAs holds in
+// registers; (d) few long rows spread over the device behind a grid barrier (grid-regs) while every row's
+// CTAs fit at once, or (e) in steps of rows where one row's fit; split-row for rows too long for any cluster
+// and too few to fill the device; (c) block-online for the rest. performance.md#grid-regs has the crossovers.
+smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    if (info.row_len <= cuda::kWarpMaxRowLen) return cuda::plan_warp(info, context, plan);
+
+    cuda::RegsChoice regs;
+    SMX_RETURN_IF_ERROR(cuda::choose_regs_config(info, context, &regs));
+    cuda::GridRegsChoice grid_regs;
+    SMX_RETURN_IF_ERROR(cuda::choose_grid_regs(info, context, &grid_regs));
+    const cuda::GridRegsTuning& grid_tuning = context.tuning.grid_regs;
+    const bool grid_fills_lightly = 2 * info.rows * grid_regs.chunks <= grid_regs.resident;
+    bool use_grid = grid_regs.fits && info.row_len >= grid_tuning.min_len && !cuda::regs_outruns_grid(info, context, regs) &&
+                    (info.row_len >= grid_tuning.full_len || grid_fills_lightly);
+    bool split = !use_grid && info.row_len >= context.tuning.split_row.min_len && !regs.fits &&
+                 info.rows < context.limits.multiprocessor_count;
+    cuda::GridRegsSteps steps;
+    if (!grid_regs.fits) SMX_RETURN_IF_ERROR(cuda::choose_grid_regs_steps(info, context, grid_regs, &steps));
+    bool use_steps = steps.fits && split;
+    switch (context.preferences.long_rows) {
+        case LongRowsPreference::Rule: break;
+        case LongRowsPreference::Cluster: use_grid = split = use_steps = false; break;
+        case LongRowsPreference::Grid:
+            use_grid = grid_regs.fits;
+            split = split && !use_grid;
+            use_steps = use_steps && !use_grid;
+            break;
+        case LongRowsPreference::Split:
+            use_grid = use_steps = false;
+            split = info.row_len >= context.tuning.split_row.min_len;
+            break;
+        case LongRowsPreference::Steps:
+            use_steps = steps.fits;
+            use_grid = use_grid && !use_steps;
+            split = split && !use_grid && !use_steps;
+            break;
+    }
+    if (use_grid) return cuda::plan_grid_regs(info, grid_regs, plan);
+    if (use_steps) return cuda::plan_grid_regs_steps(info, grid_regs, steps, plan);
+    if (split) return cuda::plan_split_row(info, context, plan);
+    if (regs.fits) return cuda::plan_block_regs(info, regs, plan);
+    return cuda::plan_block_online(info, context, plan);
+}
+
+// Spatial layout: whole columns cached on chip by one CTA or a cluster (x read once), else the long-column
+// families (x read twice).
+smxStatus_t plan_spatial(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    bool planned = false;
+    SMX_RETURN_IF_ERROR(cuda::plan_spatial_tile(info, context, plan, &planned));
+    if (planned) return SMX_STATUS_SUCCESS;
+    return cuda::plan_long_columns(info, context, plan);
+}
+
+}  // namespace
+
+smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const DeviceLimits& limits,
+                                   const cuda::PlanPreferences& preferences, std::unique_ptr<SoftmaxPlan>* plan) {
+    FamilyPlan family;
+    if (info.numel == 0) {
+        family.text = "cuda none (zero-size tensor: nothing to launch)";
+        *plan = std::make_unique<CudaSoftmaxPlan>(device_id, std::move(family));
+        return SMX_STATUS_SUCCESS;
+    }
+    cuda::ScopedDevice device(device_id);
+    SMX_RETURN_IF_ERROR(device.status());
+    const PlanContext context{limits, cuda::tuning_for(limits), preferences};
+    switch (info.layout) {
+        case RowLayout::Rows: SMX_RETURN_IF_ERROR(plan_rows(info, context, &family)); break;
+        case RowLayout::Spatial: SMX_RETURN_IF_ERROR(plan_spatial(info, context, &family)); break;
+        case RowLayout::General: SMX_RETURN_IF_ERROR(cuda::plan_general(info, context, &family)); break;
+    }
+    *plan = std::make_unique<CudaSoftmaxPlan>(device_id, std::move(family));
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace smx

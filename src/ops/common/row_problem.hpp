@@ -1,0 +1,89 @@
+// row_problem.hpp - what every operator that reduces along one axis shares: its operands (tensors of one
+// shape, each with its own strides and dtype), validated once and reduced to canonical rows.
+//
+// Any N-d strided operands and an axis become rows of length `row_len`: element j of a row sits at
+// `axis_stride * j` from the row's start in each operand, and the rows are enumerated by a collapsed index
+// space. Three physical layouts are told apart because each has its own fast kernels:
+//   Rows     the axis is contiguous in every operand (stride 1) and the rows form one strided sequence;
+//   Spatial  the axis is strided, but one other dimension is contiguous in every operand ("inner"), so
+//            lanes can run along it coalesced while looping over the axis; all else collapses to one "outer";
+//   General  anything else: each row's start comes from a multi-index, elements by the axis strides.
+// Softmax (x -> y), its backward (dy, y -> dx) and any later operator along an axis describe their tensors
+// as a list of operands and get the same analysis, overlap rules and pointer checks.
+#pragma once
+
+#include <cstdint>
+
+#include "smx/smx.h"
+
+namespace smx {
+
+enum class RowLayout { Rows, Spatial, General };
+
+const char* layout_name(RowLayout layout);
+
+// Where one operand's elements sit, relative to its data pointer, in elements.
+struct OperandLayout {
+    std::int64_t axis_stride = 1;      // between consecutive elements of a row
+    std::int64_t row_stride = 0;       // Rows: between consecutive rows
+    std::int64_t outer_stride = 0;     // Spatial: between consecutive outer indices
+    std::int64_t index_strides[SMX_MAX_DIMS] = {};  // General: per collapsed index dim
+    std::int64_t min_offset = 0;       // lowest and highest element offset the tensor touches
+    std::int64_t max_offset = 0;
+};
+
+// What every operand of a problem shares: the original shape and axis, and the canonical rows.
+struct RowGeometry {
+    int ndim = 0;                      // of the original tensors
+    int axis = 0;                      // normalized to [0, ndim)
+    std::int64_t shape[SMX_MAX_DIMS] = {};  // the original shape, for logs and messages
+    std::int64_t numel = 0;            // 0: nothing to do
+    std::int64_t row_len = 0;          // n, the axis' size
+    std::int64_t rows = 0;             // numel / row_len (0 when numel == 0)
+
+    RowLayout layout = RowLayout::General;
+    // Spatial: rows == outer * inner; row r = (o, i) starts at o * outer_stride + i (inner stride is 1).
+    std::int64_t outer = 1;
+    std::int64_t inner = 1;
+    // General: rows enumerated row-major over index_shape (outermost first); index_ndim may be 0.
+    int index_ndim = 0;
+    std::int64_t index_shape[SMX_MAX_DIMS] = {};
+};
+
+// One tensor of a problem as the caller passed it: its name in messages ("x", "dy"), and whether the
+// operator writes it (written operands must not overlap themselves).
+struct OperandSpec {
+    const char* name;
+    const smxTensorDescriptor* tensor;
+    bool written;
+};
+
+// Checks every operand (non-NULL, one shape, written ones free of self-overlap) and the axis, then fills the
+// shared geometry and each operand's layout (layouts[i] for operands[i]). On failure returns the status and
+// sets the last error. Dtypes are the operator's business: this checks none.
+smxStatus_t make_row_geometry(int axis, const OperandSpec* operands, int count, RowGeometry* geometry,
+                              OperandLayout* layouts);
+
+// Whether two tensors of one shape place every element at the same offset with the same element size:
+// what makes passing one pointer for both (in place) legal.
+bool same_layout(const smxTensorDescriptor& a, const smxTensorDescriptor& b);
+
+// One operand's pointer at call time, with what the checks need to know of it.
+struct OperandPointer {
+    const char* name;
+    const void* pointer;
+    smxDataType_t dtype;
+    const OperandLayout* layout;
+    bool written;
+    // For a written operand: the index of the one operand it may be in place with (same pointer, same
+    // layout), or -1 for none.
+    int in_place_with;
+    bool same_layout_as_in_place;  // same_layout() of the two descriptors, from the descriptor's creation
+};
+
+// Call-time checks of the actual pointers: each aligned to its element size; a written operand's bytes meet
+// no other operand's, except the one it may be in place with, when the pointers are equal and the layouts
+// the same. `numel` > 0 (pointers of empty problems are never checked).
+smxStatus_t check_operand_pointers(const OperandPointer* operands, int count);
+
+}  // namespace smx
