@@ -101,7 +101,7 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
        __cuda_array_interface__ or __dlpack__ (CuPy, Numba, ...), of float16, bfloat16, float32 or float64.
     dim: the axis, negative counting from the end; a 0-d x takes dim -1 or 0.
     dtype: the result's dtype (numpy/torch dtype or 'float16', 'bfloat16', 'float32', 'float64');
-       float16/bfloat16/float32 go to any of those three (computed in float32), float64 only to float64.
+       any pair of them, computed in float32, or in float64 where either side is float64, rounded once.
     out: write here instead of allocating (same library, device and shape; out=x works in place).
     stream: the CUDA stream to enqueue on (int handle or stream object); default: torch's current stream
        for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default.

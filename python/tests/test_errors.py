@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import smx
-from conftest import random_array
+from conftest import assert_close, random_array, reference
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,10 +66,13 @@ def test_non_float_input_is_a_type_error_naming_the_dtype(dtype):
         smx.softmax(np.ones((2, 3), dtype))
 
 
-def test_float64_to_float32_is_refused_by_the_library_as_a_type_error(rng):
-    with pytest.raises(TypeError, match="float32|f32") as raised:
-        smx.softmax(random_array(rng, (2, 5), "float64"), dtype="float32")
-    assert isinstance(raised.value, smx.SmxTypeError) and raised.value.status == 3003
+@pytest.mark.parametrize("x_name, y_name", [("float64", "float32"), ("float64", "float16"), ("float32", "float64"),
+                                             ("float16", "float64")])
+def test_float64_pairs_with_another_dtype_are_computed_in_float64(rng, x_name, y_name):
+    x = random_array(rng, (3, 17), x_name)
+    y = smx.softmax(x, dtype=y_name)
+    assert y.dtype == np.dtype(y_name)
+    assert_close(y, reference(x, -1, False), False)
 
 
 def test_dtype_disagreeing_with_out_is_a_type_error(rng):

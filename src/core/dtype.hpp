@@ -46,12 +46,10 @@ inline const char* dtype_name(smxDataType_t dtype) {
     return traits != nullptr ? traits->name : "invalid";
 }
 
-// Any of F16/BF16/F32 to any of them (computed in float), or F64 to F64 (computed in double).
-inline bool is_supported_dtype_pair(smxDataType_t x, smxDataType_t y) {
-    if (x == SMX_DTYPE_F64 || y == SMX_DTYPE_F64) return x == SMX_DTYPE_F64 && y == SMX_DTYPE_F64;
-    return true;
-}
-inline constexpr const char* kSupportedDtypePairs = "f16/bf16/f32 go to any of f16/bf16/f32, f64 only to f64";
+// Softmax takes any pair of the floating dtypes, as PyTorch's dtype= does: computed in float where both are
+// 16/32-bit, in double where either is f64, and rounded once to y's dtype.
+inline bool is_supported_dtype_pair(smxDataType_t x, smxDataType_t y) { return is_valid_dtype(x) && is_valid_dtype(y); }
+inline constexpr const char* kSupportedDtypePairs = "x and y each one of f16, bf16, f32, f64";
 
 // ---- binary16 / bfloat16 <-> double, bit exact -------------------------------------------------
 

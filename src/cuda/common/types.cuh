@@ -57,14 +57,17 @@ struct StoreAs;
 template <>
 struct StoreAs<__half> {
     static __device__ __forceinline__ __half from(float v) { return __float2half_rn(v); }
+    static __device__ __forceinline__ __half from(double v) { return __double2half(v); }  // one rounding
 };
 template <>
 struct StoreAs<__nv_bfloat16> {
     static __device__ __forceinline__ __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
+    static __device__ __forceinline__ __nv_bfloat16 from(double v) { return __double2bfloat16(v); }  // one rounding
 };
 template <>
 struct StoreAs<float> {
     static __device__ __forceinline__ float from(float v) { return v; }
+    static __device__ __forceinline__ float from(double v) { return static_cast<float>(v); }
 };
 template <>
 struct StoreAs<double> {
@@ -227,9 +230,13 @@ const void* visit_dtype(smxDataType_t dtype, Visitor&& visit) {
 }
 
 // The pairs every kernel family is instantiated for: any of f16/bf16/f32 to any of them (computed in float), or
-// f64 -> f64.
+// f64 -> f64. Pairs with f64 on one side only run on the general family alone (visit_any_dtype_pair).
 template <class X, class Y>
 constexpr bool kEveryFamilyPair = std::is_same_v<X, double> == std::is_same_v<Y, double>;
+
+// The compute type of a pair: double where either side is f64, float otherwise.
+template <class X, class Y>
+using PairComputeType = std::conditional_t<std::is_same_v<X, double> || std::is_same_v<Y, double>, double, float>;
 
 // Calls visit(TypeTag<X>, TypeTag<Y>) for a pair of kEveryFamilyPair; nullptr for any other pair.
 template <class Visitor>
@@ -244,6 +251,14 @@ const void* visit_dtype_pair(smxDataType_t x_dtype, smxDataType_t y_dtype, Visit
                 return nullptr;
             }
         });
+    });
+}
+
+// Calls visit(TypeTag<X>, TypeTag<Y>) for every pair of dtypes.
+template <class Visitor>
+const void* visit_any_dtype_pair(smxDataType_t x_dtype, smxDataType_t y_dtype, Visitor visit) {
+    return visit_dtype(x_dtype, [&](auto x_tag) -> const void* {
+        return visit_dtype(y_dtype, [&](auto y_tag) -> const void* { return visit(x_tag, y_tag); });
     });
 }
 

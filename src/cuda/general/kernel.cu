@@ -2,7 +2,8 @@
 // whole block for long rows) per row. The row's start comes from its collapsed multi-index (a 64-bit
 // divmod chain over index_ndim <= 7 dims); elements sit axis_stride apart. Online (max, sum) in one pass,
 // then a second pass re-reads x and writes y. Traffic: x read twice, y written once; uncoalesced unless
-// the strides happen to be friendly: slower, but right for every layout.
+// the strides happen to be friendly: slower, but right for every layout, and every dtype pair (computed in
+// double where either side is f64).
 #include "cuda/common/reduce.cuh"
 #include "cuda/general/params.hpp"
 
@@ -13,7 +14,7 @@ constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop ste
 
 template <class X, class Y>
 __global__ void __launch_bounds__(256) general_softmax(const GeneralParams args) {
-    using C = ComputeType<X>;
+    using C = PairComputeType<X, Y>;  // double for pairs with f64 on either side
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(256) general_softmax(const GeneralParams args)
 }  // namespace
 
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
-    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+    return visit_any_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
         return reinterpret_cast<const void*>(
             &general_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
     });

@@ -1,6 +1,6 @@
 // params.hpp - the general family's face towards the plan: any strides. A warp (or for long rows the whole
 // block) per row; the row's start from its collapsed multi-index. Online statistics, then a second read of x.
-// performance.md#general. Plain C++: no CUDA types.
+// Also the family every dtype pair with f64 on one side only runs on. performance.md#general. Plain C++.
 #pragma once
 
 #include <cstddef>

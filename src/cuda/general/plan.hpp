@@ -5,7 +5,8 @@
 
 namespace smx::cuda {
 
-// Any layout: Rows and Spatial problems are described by their index space too.
+// Any layout: Rows and Spatial problems are described by their index space too (the family every dtype pair
+// with f64 on one side only runs on).
 smxStatus_t plan_general(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan);
 
 }  // namespace smx::cuda

@@ -102,6 +102,11 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const PlanContext& context, Fa
     return cuda::plan_long_columns(info, context, plan);
 }
 
+// Dtype pairs with f64 on one side only: computed in double by the general family on every layout.
+bool mixed_f64_pair(const SoftmaxInfo& info) {
+    return (info.x_dtype == SMX_DTYPE_F64) != (info.y_dtype == SMX_DTYPE_F64);
+}
+
 }  // namespace
 
 smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const DeviceLimits& limits,
@@ -115,10 +120,14 @@ smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const
     cuda::ScopedDevice device(device_id);
     SMX_RETURN_IF_ERROR(device.status());
     const PlanContext context{limits, cuda::tuning_for(limits), preferences};
-    switch (info.layout) {
-        case RowLayout::Rows: SMX_RETURN_IF_ERROR(plan_rows(info, context, &family)); break;
-        case RowLayout::Spatial: SMX_RETURN_IF_ERROR(plan_spatial(info, context, &family)); break;
-        case RowLayout::General: SMX_RETURN_IF_ERROR(cuda::plan_general(info, context, &family)); break;
+    if (mixed_f64_pair(info)) {
+        SMX_RETURN_IF_ERROR(cuda::plan_general(info, context, &family));
+    } else {
+        switch (info.layout) {
+            case RowLayout::Rows: SMX_RETURN_IF_ERROR(plan_rows(info, context, &family)); break;
+            case RowLayout::Spatial: SMX_RETURN_IF_ERROR(plan_spatial(info, context, &family)); break;
+            case RowLayout::General: SMX_RETURN_IF_ERROR(cuda::plan_general(info, context, &family)); break;
+        }
     }
     *plan = std::make_unique<CudaSoftmaxPlan>(device_id, std::move(family));
     return SMX_STATUS_SUCCESS;
