@@ -44,6 +44,7 @@ const char* const usage_text = R"(usage: smx-bench [options]
   --commit TEXT           the commit measured (default: $SMX_COMMIT, else "unknown")
   --seed N                random seed (default: from the clock; printed)
   --list                  print the selected cases and exit
+  --plans                 print each selected case's plan (smxGetSoftmaxPlan) and exit: no data, no timing
 Exit status: 0 all cases passed their check, 1 some case failed, 2 bad usage or no such device.
 )";
 
@@ -53,6 +54,7 @@ struct Options {
     bool quick = false;
     bool graph = false;
     bool list_only = false;
+    bool plans_only = false;
     std::string json_path;
     std::string commit;
     std::uint64_t seed = 0;
@@ -86,6 +88,8 @@ Options parse_options(int argc, char** argv) {
             options.graph = true;
         } else if (arg == "--list") {
             options.list_only = true;
+        } else if (arg == "--plans") {
+            options.plans_only = true;
         } else if (arg == "--json") {
             options.json_path = value();
         } else if (arg == "--commit") {
@@ -383,6 +387,21 @@ private:
     const bool stderr_is_terminal_ = isatty(STDERR_FILENO) != 0;
 };
 
+// The plan smx makes for one case (descriptors only: nothing is allocated or launched).
+std::string plan_of(smxHandle_t handle, const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode) {
+    const int ndim = static_cast<int>(layout.shape.size());
+    CaseDescriptors descriptors;
+    check_smx(smxCreateTensorDescriptor(&descriptors.x, dtypes.x, ndim, layout.shape.data(), layout.strides.data()),
+              "x tensor descriptor");
+    check_smx(smxCreateTensorDescriptor(&descriptors.y, dtypes.y, ndim, layout.shape.data(), layout.strides.data()),
+              "y tensor descriptor");
+    check_smx(smxCreateSoftmaxDescriptor(handle, &descriptors.softmax, mode, layout.axis, descriptors.y, descriptors.x),
+              "smxCreateSoftmaxDescriptor");
+    const char* plan_text = nullptr;
+    check_smx(smxGetSoftmaxPlan(descriptors.softmax, &plan_text), "smxGetSoftmaxPlan");
+    return plan_text;
+}
+
 int run_main(int argc, char** argv) {
     Options options = parse_options(argc, argv);
     if (!options.seed_given) {
@@ -402,6 +421,21 @@ int run_main(int argc, char** argv) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
                     std::printf("%-8s %-11s %-10s %s\n", group_name(plan.layout.group), mode_name(mode),
                                 dtype_pair_text(pair.x, pair.y).c_str(), plan.layout.label.c_str());
+                }
+            }
+        }
+        smxDestroy(target.handle);
+        return exit_all_passed;
+    }
+
+    if (options.plans_only) {
+        // One tab-separated line per case, in the JSON records' terms, so plans can be compared with them.
+        std::printf("op\tx_dtype\ty_dtype\tlabel\tplan\n");
+        for (const LayoutPlan& plan : grid) {
+            for (const DtypePair& pair : plan.dtype_pairs) {
+                for (smxSoftmaxMode_t mode : plan.modes) {
+                    std::printf("%s\t%s\t%s\t%s\t%s\n", mode_name(mode), dtype_name(pair.x), dtype_name(pair.y),
+                                plan.layout.label.c_str(), plan_of(target.handle, plan.layout, pair, mode).c_str());
                 }
             }
         }
