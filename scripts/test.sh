@@ -39,8 +39,9 @@ run_stage deps scripts/install-deps.sh test
 source scripts/cuda-env.sh
 # Explicit rather than cached: a build/ left from an earlier CPU-only configure must not hide the CUDA backend.
 if command -v nvcc >/dev/null 2>&1; then with_cuda=ON; else with_cuda=OFF; fi
+# The floor probes build with the CUDA backend (compiled, never run here), so they cannot rot.
 run_stage configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSMX_WITH_CUDA=$with_cuda \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DSMX_BUILD_TESTS=ON -DSMX_BUILD_BENCH=ON
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DSMX_BUILD_TESTS=ON -DSMX_BUILD_BENCH=ON -DSMX_BUILD_PROBES=$with_cuda
 build_ok=0
 if [ $failed -eq 0 ]; then
     run_stage build cmake --build build -j"$jobs" && [ $failed -eq 0 ] && build_ok=1

@@ -14,7 +14,11 @@
 //                       (how block-regs combines a row's statistics)
 //              grid     one cooperative launch, every CTA resident, one grid barrier between the loads and
 //                       the stores (how grid-regs does); only where all CTAs fit on the device at once
-// Element sizes 4 (f32 -> f32) and 2 (bf16 -> bf16), y the size of x. Not part of the build:
+// Element sizes 4 (f32 -> f32) and 2 (bf16 -> bf16), y the size of x.
+// Floor: what issue 6's decode shapes allow per call: memcpy, a copy kernel, and smx's row split under
+// a cluster or a grid barrier.
+// Output: docs/benchmarks/decode-shapes-floor-h200.txt (perf-notes run 97).
+// Built by -DSMX_BUILD_PROBES=ON as build/bench/probes/probe_decode_shapes_floor; alone:
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/decode_shapes_floor.cu -o /tmp/dsf && /tmp/dsf
 #include <cooperative_groups.h>
 

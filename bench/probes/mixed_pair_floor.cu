@@ -16,8 +16,10 @@
 //                       each 16-byte store instruction fills whole 32-byte sectors (smx's warp kernel stores so)
 //   narrow              f32 -> bf16: 32 bytes in, 16 bytes out per thread (the mirror mix, for reference)
 // Every variant's output on the first slot is checked element by element against the host's conversion.
-// Not part of the build:
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/mixed_pair_floor.cu -o mixed_pair_floor && ./mixed_pair_floor
+// Floor: the byte mix of 16-bit x written as f32 (one byte read per two written) against the 1:1 copy.
+// Output: docs/benchmarks/mixed-pair-floor-h200.txt (perf-notes run 214).
+// Built by -DSMX_BUILD_PROBES=ON as build/bench/probes/probe_mixed_pair_floor; alone:
+//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/mixed_pair_floor.cu -o /tmp/mpf && /tmp/mpf
 #include <cuda_bf16.h>
 
 #include <cstdint>

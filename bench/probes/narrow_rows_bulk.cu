@@ -14,8 +14,11 @@
 //                 registers (st) or staged in shared memory and written by a bulk copy per tile (bulk-st)
 // Softmax arithmetic as smx's warp kernel does it for 16-bit x: max, one fast exp2 per value for the sum, a
 // lane-pair shuffle per reduction, and the write's exp2 with log2(sum) folded into its shift. Each variant's
-// output on the first slot is checked against a float64 reference on every 61st row. Not part of the build:
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/narrow_rows_bulk.cu -o narrow_rows_bulk && ./narrow_rows_bulk
+// output on the first slot is checked against a float64 reference on every 61st row.
+// Floor: a memcpy's own rate per call at 67-537 MB moved, the line the 16-bit rows of 32 are judged by.
+// Output: docs/benchmarks/narrow-rows-bulk-h200.txt (perf-notes run 200).
+// Built by -DSMX_BUILD_PROBES=ON as build/bench/probes/probe_narrow_rows_bulk; alone:
+//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/narrow_rows_bulk.cu -o /tmp/nrb && /tmp/nrb
 #include <cuda_bf16.h>
 
 #include <cmath>

@@ -14,7 +14,10 @@
 // for an input of varied values.
 // Timed like smx-bench times a case (an event between calls, median of 200), x and y rotated through 1 GiB.
 // smx itself does more than this on each side of the exchange (a max and a sum, exps, the normalization),
-// so these are floors. Not part of the build:
+// so these are floors.
+// Floor: grid-regs' exchange for one decode row with one value and no exps, piece by piece.
+// Output: docs/benchmarks/partials-exchange-h200.txt (perf-notes run 198).
+// Built by -DSMX_BUILD_PROBES=ON as build/bench/probes/probe_partials_exchange; alone:
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/partials_exchange.cu -o /tmp/px && /tmp/px
 #include <cooperative_groups.h>
 

@@ -10,7 +10,10 @@
 //   graph   the same 100 calls captured in a CUDA graph, one replay timed, time / 100
 // x and y rotated through 1 GiB each. The counter barrier under a plain launch is measured, not usable: only
 // a cooperative launch guarantees that every CTA of the grid is resident, so a library spinning on a barrier
-// without one can hang when other work holds the SMs. Not part of the build:
+// without one can hang when other work holds the SMs.
+// Floor: what a call costs in launch, event and grid barrier, apart from its bytes.
+// Output: docs/benchmarks/pdl-launch-h200.txt (perf-notes runs 136, 196).
+// Built by -DSMX_BUILD_PROBES=ON as build/bench/probes/probe_pdl_launch; alone:
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/pdl_launch.cu -o /tmp/pdl && /tmp/pdl
 #include <cooperative_groups.h>
 

@@ -15,10 +15,15 @@
 // (runs 91 and 93): smem mode with the loads as TMA boxes (and the stores too), plain launches, then the
 // cluster mode beside its TMA form, for the layouts the plan clusters.
 // Timed like smx-bench times a case (CUDA events between back-to-back launches, the stream held by a spin
-// kernel, median of 30), four pairs of x and y buffers taken in turn. Not part of the build:
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/spatial_tile_floor.cu -o spatial_tile_floor && ./spatial_tile_floor
+// kernel, median of 30), four pairs of x and y buffers taken in turn.
+// Floor: the spatial-tile plan's geometry moving bytes only, per layout.
 // With -DWHOLE_LINES the smem, cluster and aligned modes' cp.async copies ask L2 for whole 128-byte lines
 // (.L2::128B), as the tile kernel does for 64-byte tile rows since perf-notes run 148 (run 152).
+// Output: docs/benchmarks/spatial-tile-floor-h200.txt (perf-notes runs 89-93); with -DWHOLE_LINES,
+// docs/benchmarks/spatial-tile-floor-whole-lines-h200.txt (run 152).
+// Built by -DSMX_BUILD_PROBES=ON as build/bench/probes/probe_spatial_tile_floor (and
+// probe_spatial_tile_floor_whole_lines, -DWHOLE_LINES); alone:
+//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/spatial_tile_floor.cu -o /tmp/stf && /tmp/stf
 #include <cooperative_groups.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>

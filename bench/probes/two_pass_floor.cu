@@ -7,8 +7,11 @@
 //   pair   read, then copy, of the same x (one "call")        counted as |x| + |y|, like a softmax case
 // and the device-to-device cudaMemcpy rate on 1 GiB (the benchmark's copy bandwidth). "pair % of copy" is
 // what a two-pass kernel pair moving exactly these bytes at these rates would score in smx-bench. Sizes:
-// x of 4 x 4194304 f32 (67 MB) and bf16 (34 MB), y the same size as x. Not part of the build:
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/two_pass_floor.cu -o two_pass_floor && ./two_pass_floor
+// x of 4 x 4194304 f32 (67 MB) and bf16 (34 MB), y the same size as x.
+// Floor: two passes over x (a read kernel, then a copy kernel), what split-row can reach.
+// Output: not committed; perf-notes runs 51 and 97 hold its figures.
+// Built by -DSMX_BUILD_PROBES=ON as build/bench/probes/probe_two_pass_floor; alone:
+//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/two_pass_floor.cu -o /tmp/tpf && /tmp/tpf
 #include <cstdio>
 
 #include "probe_timing.cuh"
