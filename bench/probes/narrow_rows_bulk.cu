@@ -27,7 +27,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../../src/cuda/bulk_copy.cuh"
+#include "../../src/cuda/common/bulk_copy.cuh"
 #include "probe_timing.cuh"
 
 using smx::cuda::bulk_barrier_init;
