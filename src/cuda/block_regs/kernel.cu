@@ -357,7 +357,7 @@ __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
 // left to the compiler. Stating a minimum of one CTA per SM is not the same: it let the compiler take all
 // 64 registers (16 values: 38-40 -> 48-56), so none is stated.
 template <class X, class Y, int kValues>
-__global__ void __launch_bounds__(1024) block_regs_softmax(const BlockRegsParams args) {
+__global__ void __launch_bounds__(1024) block_regs_softmax(const ParamBlock<BlockRegsParams> args) {
     block_regs_modes<X, Y, kValues>(args);
 }
 
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(1024) block_regs_softmax(const BlockRegsParams
 // registers): left to itself the compiler gave the bf16 -> f32 instance 74 registers, one CTA per SM, and
 // the plan then chose worse configurations (8192 x 32000 bf16 -> f32: 87 -> 70% of copy).
 template <class X, class Y>
-__global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const BlockRegsParams args) {
+__global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const ParamBlock<BlockRegsParams> args) {
     block_regs_modes<X, Y, 64>(args);
 }
 
@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const BlockR
 // elements, 512 threads: rows past 524288 elements, the only ones whose CTAs can outnumber the device's),
 // and f32 x only (block_regs_steps_instance).
 template <class X, class Y>
-__global__ void __launch_bounds__(1024) block_regs_softmax_steps(const BlockRegsParams args) {
+__global__ void __launch_bounds__(1024) block_regs_softmax_steps(const ParamBlock<BlockRegsParams> args) {
     block_regs_modes<X, Y, kGridRegsStepsValues, true>(args);
 }
 

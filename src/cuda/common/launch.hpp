@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/device_limits.hpp"
+#include "cuda/common/param_block.hpp"
 #include "smx/smx.h"
 
 namespace smx::cuda {
@@ -46,18 +47,19 @@ public:
     virtual smxStatus_t run(const ForwardOperands& operands, cudaStream_t stream) const = 0;
 };
 
-// Params: a family's parameter struct, with bind(x, y, workspace, x_size, y_size) filling in the pointers.
+// Params: a family's parameter struct, with bind(x, y, workspace, x_size, y_size) filling in the pointers; its
+// kernels take it as a ParamBlock.
 template <class Params>
 class FamilyCall final : public KernelCall {
 public:
-    Params params;
+    ParamBlock<Params> params;
     std::array<Launch, 2> launches;
     int launch_count = 0;
     std::size_t x_size = 0;
     std::size_t y_size = 0;
 
     smxStatus_t run(const ForwardOperands& operands, cudaStream_t stream) const override {
-        Params bound = params;
+        ParamBlock<Params> bound = params;
         bound.bind(operands.x, operands.y, operands.workspace, x_size, y_size);
         return launch_all(launches.data(), launch_count, &bound, stream);
     }

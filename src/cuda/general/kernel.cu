@@ -13,7 +13,7 @@ namespace {
 constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop step
 
 template <class X, class Y>
-__global__ void __launch_bounds__(256) general_softmax(const GeneralParams args) {
+__global__ void __launch_bounds__(256) general_softmax(const ParamBlock<GeneralParams> args) {
     using C = PairComputeType<X, Y>;  // double for pairs with f64 on either side
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);

@@ -230,7 +230,7 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
 }
 
 template <class X, class Y>
-__global__ void __launch_bounds__(512) block_online_softmax(const OnlineRowsParams args) {
+__global__ void __launch_bounds__(512) block_online_softmax(const ParamBlock<OnlineRowsParams> args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
@@ -261,7 +261,7 @@ template <class X>
 constexpr int kSplitStatsMinBlocks = sizeof(X) == 8 ? 1 : 3;
 
 template <class X>
-__global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(const OnlineRowsParams args) {
+__global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(const ParamBlock<OnlineRowsParams> args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(
 // (run 37, 4 x 4194304 .. 1 x 16777216): 16-bit -> f32 2-4% faster, the rest unchanged within noise.
 // (bf16 -> f32 spills 12 bytes since its first step is loaded before the fold; still 2-4% faster, run 44.)
 template <class X, class Y>
-__global__ void __launch_bounds__(512, 2) split_row_write(const OnlineRowsParams args) {
+__global__ void __launch_bounds__(512, 2) split_row_write(const ParamBlock<OnlineRowsParams> args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/param_block.hpp"
 #include "smx/smx.h"
 
 namespace smx::cuda {

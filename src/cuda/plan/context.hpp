@@ -34,7 +34,7 @@ template <class Params>
 FamilyPlan make_family_plan(const SoftmaxInfo& info, const Params& params, std::initializer_list<Launch> launches,
                             std::size_t workspace, std::string text) {
     auto call = std::make_unique<FamilyCall<Params>>();
-    call->params = params;
+    static_cast<Params&>(call->params) = params;
     call->launch_count = 0;
     for (const Launch& launch : launches) call->launches[call->launch_count++] = launch;
     call->x_size = dtype_size(info.x_dtype);

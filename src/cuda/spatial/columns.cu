@@ -288,7 +288,7 @@ __device__ __forceinline__ void column_range_write(const SpatialParams& args, co
 
 // spatial-online: one CTA per tile (grid-stride over tiles), whole columns, one element a thread.
 template <class X, class Y>
-__global__ void __launch_bounds__(1024) spatial_online_softmax(const SpatialParams args) {
+__global__ void __launch_bounds__(1024) spatial_online_softmax(const ParamBlock<SpatialParams> args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> column_partials[1024];  // [warp][column in tile]
     const std::int64_t axis_first = threadIdx.x / args.tile_width;
@@ -332,7 +332,7 @@ template <class C>
 using SplitColumnPartials = Stats<C>[kSpatialSplitThreads / 32 * kSpatialSplitMaxWidth];
 
 template <class X, int kPack>
-__global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) spatial_split_stats(const SpatialParams args) {
+__global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) spatial_split_stats(const ParamBlock<SpatialParams> args) {
     using C = ComputeType<X>;
     __shared__ SplitColumnPartials<C> column_partials;
     const int vectors = args.tile_width / kPack;
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) 
 }
 
 template <class X, class Y, int kPack>
-__global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) spatial_split_write(const SpatialParams args) {
+__global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) spatial_split_write(const ParamBlock<SpatialParams> args) {
     using C = ComputeType<X>;
     __shared__ SplitColumnPartials<C> column_partials;
     const std::int64_t chunk = gridDim.x - 1 - blockIdx.x;

@@ -199,7 +199,7 @@ constexpr int kSpatialTileMinCtasPerSm = kThreads == kSpatialTileSmallThreads ? 
 // an SM hold more tiles at once.
 template <class X, class Y, int kVectorBytes, int kThreads>
 __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorBytes, kThreads>)
-    spatial_tile_softmax(const SpatialParams args) {
+    spatial_tile_softmax(const ParamBlock<SpatialParams> args) {
     using C = ComputeType<X>;
     static_assert(kVectorBytes == 16 || (kVectorBytes == 8 && sizeof(X) == 2), "16-byte vectors, or 8 for 16-bit x");
     constexpr int kPack = kVectorBytes / static_cast<int>(sizeof(X));

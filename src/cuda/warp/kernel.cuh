@@ -221,7 +221,7 @@ __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
 // Most shapes: 128 threads, the register count left to the compiler (stating a minimum of CTAs per SM
 // changes its choice: 16-bit shapes went from 48 to 72 registers with a minimum of one; see below).
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
-__global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const WarpParams args) {
+__global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const ParamBlock<WarpParams> args) {
     warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
@@ -246,7 +246,7 @@ constexpr int kWarpMinCtasPerSm = sizeof(X) <= 4 && kCols * kRowsPerThread <= 8 
                                                                                    : 0;
 
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, int kMinCtasPerSm>
-__global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softmax_bounded(const WarpParams args) {
+__global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softmax_bounded(const ParamBlock<WarpParams> args) {
     warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
