@@ -1,4 +1,4 @@
-// cuda_device.cpp - the CUDA backend's device facts: the handle's device limits, read once, and the
+// device.cpp - the CUDA backend's device facts: the handle's device limits, read once, and the
 // forward-time check that data pointers are memory the handle's device can address.
 #include <cuda_runtime.h>
 

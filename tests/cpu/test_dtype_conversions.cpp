@@ -1,4 +1,4 @@
-// Unit tests of the host conversions in src/common/dtype.cpp (linked into the tests directly): exhaustive
+// Unit tests of the host conversions in src/core/dtype.cpp (linked into the tests directly): exhaustive
 // round trips of both 16-bit formats, ties to even at every midpoint, overflow, subnormals, NaN, and
 // cross-checks of double -> f16 / bf16 against a plain frexp / nearbyint rounding, of double -> f16
 // against GCC's _Float16 and of float -> bf16 against integer rounding.

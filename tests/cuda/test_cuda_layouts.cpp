@@ -542,9 +542,9 @@ TEST_CASE("cuda layouts: spatial columns far from zero, each group of 8 at its o
 TEST_CASE("cuda layouts: long columns and strided rows padded with one constant keep f32 accuracy", "[cuda]") {
     // A random head of 2000 positions, then one constant along the rest of the axis (padded logits): every
     // loop step adds the same group sum to a thread's running sum, so its float32 roundings all lean one way
-    // instead of cancelling. Summed in one running sum (before segmented_stats), 50-66% of these outputs
-    // were out of f32's tolerance (H200, perf-notes run 165). Spatial-online: columns too long for any
-    // cluster, 32 threads along each (8192 steps a thread; forced: the rule would split these columns);
+    // instead of cancelling. Summed in one running sum (before segmented_stats), half or more of these
+    // outputs were out of f32's tolerance (performance.md#spatial-online, #general). Spatial-online: columns
+    // too long for any cluster, 32 threads along each (8192 steps a thread; forced: the rule would split them);
     // spatial-split (the rule): the same columns in chunks of a few steps a thread whose partials the write
     // kernel folds; general: x's rows strided and y's contiguous, 256 threads along each row
     // (16384 steps).

@@ -243,7 +243,8 @@ TEST_CASE("cuda rows: block-regs instances of up to 32 values take CTAs from 64 
 TEST_CASE("cuda rows: 8- and 16-value instances never run in clusters where a 32-value one exists", "[cuda]") {
     CudaHandle handle;
     // Enough rows that no few-long-rows plan takes them. Rows of 16400 once took 16 values x 544 threads in
-    // clusters of 2 for every pair (54-77% of copy); f64 has no 32-value instance and may still cluster 16.
+    // clusters of 2 for every pair, far slower (performance.md#block-regs); f64 has no 32-value instance and
+    // may still cluster 16.
     const std::int64_t rows = 2 * multiprocessor_count() + 1;
     const smxDataType_t pairs[][2] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
                                       {SMX_DTYPE_F32, SMX_DTYPE_BF16},
@@ -282,7 +283,8 @@ std::string block_regs_plan(smxHandle_t handle, const BlockRegsRows& c) {
 TEST_CASE("cuda rows: packed 16-bit -> 16-bit rows leave clusters of CTAs that fit 2 per SM for 4 or more",
           "[cuda]") {
     CudaHandle handle;
-    // 16 -> 16 rows whose packed CTAs would fit 2 per SM take smaller CTAs in a larger cluster (runs 137-142).
+    // 16 -> 16 rows whose packed CTAs would fit 2 per SM take smaller CTAs in a larger cluster
+    // (performance.md#block-regs-packed-clusters-of-4-ctas-per-sm).
     const BlockRegsRows packed[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 50257, false},
                                     {SMX_DTYPE_F16, SMX_DTYPE_F16, 128256, true},
                                     {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32000, true}};
@@ -303,8 +305,9 @@ TEST_CASE("cuda rows: packed 16-bit -> 16-bit rows leave clusters of CTAs that f
 TEST_CASE("cuda rows: a packed 16-bit -> 16-bit row one CTA holds at 4 per SM splits into a pair that fits 8",
           "[cuda]") {
     CudaHandle handle;
-    // Rows of 15565-16384 elements: one CTA of 256 threads (4 per SM) -> two of 128 (8 per SM), perf-notes run
-    // 221. 16383 leaves every row after the first off its 16-byte phase.
+    // Rows of 15565-16384 elements: one CTA of 256 threads (4 per SM) -> two of 128 (8 per SM)
+    // (performance.md#block-regs-a-packed-pair-at-8-per-sm). 16383 leaves every row after the first off its
+    // 16-byte phase.
     const BlockRegsRows pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16, 16384, false},
                                    {SMX_DTYPE_F16, SMX_DTYPE_F16, 16383, true},
                                    {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 15600, true}};
@@ -333,8 +336,8 @@ TEST_CASE("cuda rows: f32 rows whose CTAs would fit fewer than 8 per SM take clu
           "[cuda]") {
     CudaHandle handle;
     // One CTA of 512 (rows of 16384) or clusters of 4 x 416 (50257, misaligned after the first row) fit 2 per
-    // SM; clusters of 4 or 13 CTAs of 128 threads x 32 values fit 8 with their slots over 90% full (perf-notes
-    // runs 215-216).
+    // SM; clusters of 4 or 13 CTAs of 128 threads x 32 values fit 8 with their slots over 90% full
+    // (performance.md#block-regs-f32-clusters-of-8-per-sm-ctas).
     const BlockRegsRows smaller[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 16384, false},
                                      {SMX_DTYPE_F32, SMX_DTYPE_F32, 50257, true},
                                      {SMX_DTYPE_F32, SMX_DTYPE_BF16, 50257, false},
@@ -359,8 +362,8 @@ TEST_CASE("cuda rows: f32 rows no cluster of 8-per-SM CTAs holds take CTAs that 
           "[cuda]") {
     CudaHandle handle;
     // Past 16 x 128 x 32 = 65536 elements no cluster of 128-thread CTAs holds the row (the search at 8 per SM
-    // would fall back to CTAs that fit 1, 1.4-1.6x slower); up to 16 x 256 x 32 = 131072 a cluster of
-    // 256-thread CTAs that fit 4 does (perf-notes run 223: 64 x 128256 f32 64 -> 68-69% of copy).
+    // would fall back to CTAs that fit 1, far slower); up to 16 x 256 x 32 = 131072 a cluster of 256-thread
+    // CTAs that fit 4 does, and is faster (performance.md#block-regs-f32-clusters-of-4-per-sm-ctas).
     const BlockRegsRows fours[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 128256, false},
                                    {SMX_DTYPE_F32, SMX_DTYPE_BF16, 100001, true}};
     for (const BlockRegsRows& c : fours) {
@@ -667,7 +670,7 @@ TEST_CASE("cuda rows: packed 16-bit rows fold 1/sum into the exp only while the 
     // large element's softmax is 1 (the rest sit 2000 below), so the relative tolerance, not the floor
     // for tiny outputs, is what an error must exceed: after rounding to f16 about half of these rows
     // would be off by 1.5-2 ulps of 1 (over f16's 1e-3). With ~19 of them for each pair with f16 y, a
-    // bound set too loose fails (verified on the H200 with the bound removed: perf-notes run 72).
+    // bound set too loose fails (verified with the bound removed: performance.md#block-regs).
     CudaHandle handle;
     const std::int64_t rows = block_regs_rows();
     const std::int64_t row_len = 8192;

@@ -1,8 +1,9 @@
-// kernel.cu - the block-regs family (block-regs and grid-regs plans): rows of 1025..524288 elements, Rows layout: C CTAs per row, each CTA owning a
-// slice of ceil(n / C) elements (rounded up to a 16-byte pack) that its threads hold in REGISTERS (16-bit
-// inputs packed, widened on use), kValues per thread. Per row: every load issued first, one exp per element
-// (kept in the registers), one (max, sum) reduction per CTA, combined across the row's CTAs, then the
-// write. Traffic: x read once, y written once. The CTAs of a row combine their statistics either
+// kernel.cu - the block-regs family (block-regs and grid-regs plans): rows longer than the warp family's,
+// Rows layout. C CTAs per row, each CTA owning a slice of ceil(n / C) elements (rounded up to a 16-byte
+// pack) that its threads hold in REGISTERS (16-bit inputs packed, widened on use), kValues per thread. Per
+// row: every load issued first, one exp per element (kept in the registers), one (max, sum) reduction per
+// CTA, combined across the row's CTAs, then the write. Traffic: x read once, y written once. Measurements:
+// performance.md#block-regs and performance.md#grid-regs. The CTAs of a row combine their statistics either
 //   - as a thread-block cluster (C = 1..16) through distributed shared memory (block-regs plans): each
 //     CTA pushes its statistics into every peer's mailbox (cluster.cuh; 8/16-value instances: peers read
 //     them between two cluster barriers), or
@@ -45,12 +46,12 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // How a thread holds its values. Up to 32 values: widened to the compute type once, and softmax keeps
     // the exp it computed for the sum. 64 values (16-bit x only): kept packed in the input dtype, two per
     // register, widened at each use and exp recomputed in the write; that costs instructions, but 64
-    // widened values would not fit in registers, and rows of 32000+ elements gained from the bytes in
-    // flight (H200: 8192x32000 f16->f32 60% -> 81%).
+    // widened values would not fit in registers, and long rows gain from the bytes in flight
+    // (performance.md#block-regs).
     constexpr bool kPackedHold = kValues == 64;
     // Whether softmax computes each exp again in the write instead of keeping it from the sum: packed
-    // holds must; grid-regs steps do, since 32 kept exps live across the step loop spilled (316-328
-    // bytes at 64 registers) where 32 kept values, as log-softmax holds them, did not.
+    // holds must; grid-regs steps do, since 32 kept exps live across the step loop spilled where 32 kept
+    // values, as log-softmax holds them, did not (performance.md#grid-regs-steps).
     constexpr bool kExpInWrite = kPackedHold || kRowSteps;
     // The run-time mode's write takes softmax's exp from `held`, which such instances do not keep.
     static_assert(!(kMode == ModeChoice::kRunTime && kExpInWrite), "instances that recompute exps take the mode at compile time");
@@ -68,8 +69,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
     // them all; a CTA whose row of the last step is past the end takes it with no elements. Each step
     // computes its indices afresh from opaque copies of the thread and block indices, so the compiler
-    // holds no loop-invariant offsets across steps (without them, 16-bit x instances, since dropped, spilled
-    // 32-48 bytes, and f32 x took 64 registers instead of 60-61).
+    // holds no loop-invariant offsets across steps: they cost registers (performance.md#grid-regs-steps).
     const int steps = kRowSteps ? static_cast<int>(args.row_steps) : 1;
 #pragma unroll 1
     for (int step = 0; step < steps; ++step) {
@@ -92,8 +92,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         const std::int64_t row = active ? step_row : 0;
         // How a cluster's CTAs exchange their statistics: pushed into every peer's mailbox (no release
         // barriers, none at exit), or written locally and read by the peers between two cluster barriers.
-        // Pushing raised the registers of the 8- and 16-value instances by 6-10 (which cost them CTAs per
-        // SM), so they pull, with an exit barrier that orders no memory.
+        // Pushing costs the 8- and 16-value instances registers, and so CTAs per SM: they pull, with an exit
+        // barrier that orders no memory (performance.md#block-regs).
         constexpr bool kPushStats = kValues >= 32;
         if constexpr (kPushStats) {
             if (!grid_split && ranks > 1) mailbox_open(mailbox, ranks);
@@ -235,10 +235,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             if (warp == 0 && active) {
                 Stats<C> folded = empty_stats<C>();
                 // Rows of 33-64 CTAs: each lane requests its two partials before folding either, so warp 0
-                // waits on L2 once, not twice. H200, perf-notes run 207: 1 x 1048576 (64 CTAs) f32 10.9 -> 10.7
-                // us per call, bf16 9.6 -> 9.4; 1 x 256000 f32 (63) equal there, 8.4 -> 8.1 in run 205. Not in
-                // the 16-value instances: there it cost 16-bit x 11 registers, a CTA of 512 per SM. The fold's
-                // order, and so its bits, are those of one partial a trip.
+                // waits on L2 once, not twice. Not in the 16-value instances, where the registers it takes
+                // cost 16-bit x a CTA of 512 per SM (performance.md#grid-regs). The fold's order, and so its
+                // bits, are those of one partial a trip.
                 constexpr bool kTwoPerTrip = !kRowSteps && kValues != 16;
                 if (kTwoPerTrip && lane < ranks) {
                     const bool has_second = lane + 32 < ranks;
@@ -338,10 +337,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 
 // The mode is a compile-time choice inside each kernel (a body per mode, as in the warp kernel): a run-time
 // one costs an instruction per element (a select between the exp and the value) and, unless the write
-// loop is split per mode, both formulas in the write. Measured A/B against the run-time mode (perf-notes
-// run 70): 16-bit -> 16-bit up to +7 points of copy (65536 x 2048 f16 85 -> 92%), but 16-bit -> f32 at
-// 16 and 32 values lost 1-2 points (bf16 -> f32 at 16 values took 54 registers instead of 39): those keep
-// the run-time mode, with the write loops they had (split per mode at 16 values, one loop at 32: run 29).
+// loop is split per mode, both formulas in the write. 16-bit -> f32 at 16 and 32 values lost that way (their
+// per-mode bodies took more registers), so they keep the run-time mode with the write loops they had: split
+// per mode at 16 values, one loop at 32 (performance.md#block-regs).
 template <class X, class Y, int kValues, bool kRowSteps = false>
 __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
     if constexpr (sizeof(X) == 2 && sizeof(Y) == 4 && (kValues == 16 || kValues == 32)) {
@@ -354,16 +352,16 @@ __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
 }
 
 // 8, 16 and 32 values per thread: up to 1024 threads (at most 64 registers), the register count otherwise
-// left to the compiler. Stating a minimum of one CTA per SM is not the same: it let the compiler take all
-// 64 registers (16 values: 38-40 -> 48-56), so none is stated.
+// left to the compiler. A stated minimum, even of one CTA per SM, let it take all 64 registers, so none is
+// stated (performance.md#block-regs).
 template <class X, class Y, int kValues>
 __global__ void __launch_bounds__(1024) block_regs_softmax(const ParamBlock<BlockRegsParams> args) {
     block_regs_modes<X, Y, kValues>(args);
 }
 
 // 64 values per thread (16-bit x held packed): at most 512 threads and two such CTAs per SM (at most 64
-// registers): left to itself the compiler gave the bf16 -> f32 instance 74 registers, one CTA per SM, and
-// the plan then chose worse configurations (8192 x 32000 bf16 -> f32: 87 -> 70% of copy).
+// registers): left to itself the compiler gave the bf16 -> f32 instance more, one CTA per SM, and the plan
+// then chose worse configurations (performance.md#block-regs).
 template <class X, class Y>
 __global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const ParamBlock<BlockRegsParams> args) {
     block_regs_modes<X, Y, 64>(args);
@@ -394,8 +392,8 @@ const void* block_regs_instance(int values_per_thread) {
     }
 }
 
-// f32 x only: with 16-bit x (their slices staged too, or not for f32 y) grid-regs-steps lost to split-row
-// on every shape but one (perf-notes run 101).
+// f32 x only: 16-bit x's steps move half the bytes for the same fixed costs, and lost to split-row whether
+// staged or not (performance.md#grid-regs-steps).
 template <class X, class Y>
 const void* block_regs_steps_instance() {
     if constexpr (std::is_same_v<X, float>) return reinterpret_cast<const void*>(&block_regs_softmax_steps<X, Y>);

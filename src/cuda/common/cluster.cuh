@@ -51,8 +51,7 @@ __device__ __forceinline__ void cluster_wait() {
 // resident (its shared memory readable) until its peers are done reading it, when those reads are complete
 // because their values were used before the peers arrive. cluster_sync()'s release half would also make
 // each thread wait for all of its own global stores to be acknowledged (a GPU-scope MEMBAR before the
-// arrive): at the end of a kernel, the whole slice of y just written (ncu, H200: 12% of the stall samples
-// of the f32 4096 x 128256 rows).
+// arrive): at the end of a kernel, the whole slice of y just written (performance.md#block-regs).
 __device__ __forceinline__ void cluster_sync_unordered() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
@@ -65,8 +64,8 @@ __device__ __forceinline__ void cluster_sync_unordered() {
 // arrival counts its bytes on the receiving CTA's mbarrier (`landed`), so a CTA waits only until its own
 // slots are full. Compared with writing a value locally, cluster_sync() and reading the peers' copies, it
 // saves both release barriers (each a GPU-scope MEMBAR: wait until every global access of the thread is
-// acknowledged) and the barrier at exit, since no CTA ever reads another's shared memory (ncu, H200,
-// f32 4096 x 128256 rows: the two barriers' MEMBARs held 18% of the stall samples). Protocol:
+// acknowledged) and the barrier at exit, since no CTA ever reads another's shared memory
+// (performance.md#block-regs). Protocol:
 // mailbox_open at the start (thread 0 sets up the mbarrier, every thread arrives at the cluster barrier,
 // relaxed), cluster_wait before the first post (every peer's mailbox is then set up), one post per
 // (sender, receiver), mailbox_wait, then read the slots. One use per kernel launch (phase 0). kSlots: the

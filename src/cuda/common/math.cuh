@@ -45,8 +45,8 @@ __device__ __forceinline__ double exp_of(double v) { return exp(v); }
 // ---- exp relative to one shift, for whole rows --------------------------------------------------
 // A kernel exponentiates every value of a row (or a thread's share of it) relative to one shift s. With
 // S = s * log2(e) rounded once per row, exp(v - s) = 2^(v * log2(e) - S) is one FFMA (exact product,
-// one rounding) and one MUFU.EX2 per element, against ~8 instructions for exp_of(v - s); 16-bit rows are
-// instruction-bound (H200: f16 rows moved half of f32's bytes in ~80% of its time), so this matters.
+// one rounding) and one MUFU.EX2 per element, against ~8 instructions for exp_of(v - s); 16-bit rows were
+// instruction-bound, so this matters (performance.md#shared-arithmetic).
 // Error per element: half an ulp of the exponent plus ex2.approx's ~2 ulp, no worse than exp_of(v - s),
 // whose subtraction rounds too. What the fast form adds is a factor common to the shift: the values are
 // exp(v - s) * 2^r with r = s * log2(e) - S (exact by FMA, |r| <= half an ulp of S); unbias() = 2^-r
@@ -147,8 +147,8 @@ __device__ __forceinline__ double max_skip_nan(double a, double b) { return fmax
 // Running max of 16-bit elements taken two at a time in the input dtype: one HMNMX2 per pair instead of
 // two widenings and two FMNMX (a max never rounds, so the result is exact). Like max_skip_nan it drops a
 // NaN (the sum carries it). Packs of 16-bit elements only (their pairs are 4-byte aligned). Used by the
-// spatial tiles' max pass and the online statistics (perf-notes run 49: 16 -> 16 tiles +3-7%, 16-bit online
-// +2-4%); not by block-regs, whose 64-value 16 -> 16 instances lost 4-9 points of copy with it.
+// spatial tiles' max pass and the online statistics; not by block-regs, whose packed 16 -> 16 instances
+// lost with it (performance.md#shared-arithmetic).
 template <class X>
 struct PairOf;  // the two-element type of a 16-bit dtype, and its (-inf, -inf)
 template <>
@@ -201,7 +201,8 @@ struct Stats {
 // from this SM's L1, which is not coherent with other SMs' writes. One vector load for both fields, so
 // `source` must be aligned to sizeof(Stats<C>) (the workspace is 16-byte aligned and holds whole Stats).
 // Volatile: with two scalar loads the compiler sank the sum's into combine()'s branch on the max, a second
-// round trip to L2 per partial; a volatile load also stays where it is written, ahead of any fold.
+// round trip to L2 per partial; a volatile load also stays where it is written, ahead of any fold
+// (performance.md#grid-regs).
 template <class C>
 __device__ __forceinline__ Stats<C> load_stats_uncached(const Stats<C>* source) {
     static_assert(std::is_same_v<C, float> || std::is_same_v<C, double>, "compute types");
@@ -266,8 +267,7 @@ __device__ __forceinline__ void add_chunk(Stats<C>& stats, const C* values) {
 // step(j, segment) adds loop step j's values to a segment's statistics, and every kSegmentSteps steps the
 // segment joins the thread's total. Added straight into one running sum, a long loop's float32 roundings
 // can all lean one way (a column padded with one constant adds the same group sum at every step) and grow
-// with the step count: on the H200 (perf-notes run 165) spatial-online's 4096 steps a thread on a 524288 x
-// 32 column put 1.37x f32's tolerance into its outputs, and 8192 steps (1048576 x 32) 56% of them over it.
+// with the step count, past f32's tolerance at a few thousand steps a thread (performance.md#spatial-online).
 // In two levels no sum takes more than kSegmentSteps + steps / kSegmentSteps additions. Nested loops
 // rather than a step counter: nothing is added to the inner loop.
 constexpr int kSegmentSteps = 64;
@@ -282,8 +282,8 @@ __device__ __forceinline__ Stats<C> segmented_stats(std::int64_t first, std::int
         for (std::int64_t j = segment_first; j < segment_end; j += stride) step(j, segment);
         return segment;
     };
-    // The first segment is the total so far: a loop of one segment (a split-row chunk, most rows) costs
-    // no combine, which measured 1-3% on split-row's short chunks (run 165).
+    // The first segment is the total so far, so a loop of one segment (most rows) pays no combine, which is
+    // measurable on short loops (performance.md#split-row-chunks-and-kernels).
     Stats<C> total = segment_from(first);
     for (std::int64_t segment_first = first + segment_span; segment_first < end; segment_first += segment_span) {
         total = combine(total, segment_from(segment_first));

@@ -24,9 +24,9 @@ __device__ __forceinline__ C group_sum(C v) {
 // Combines kColumns statistics at once across lanes that differ in the bits of [first_offset, 32) (xor
 // butterflies; every lane ends with bitwise the same result). The max first (one FMNMX per step), then
 // each lane's sum rescaled once to it and summed (one FADD per step): one exp per lane and column, where
-// folding (max, sum) pairs took two exps and a branch per step; every column moves at each step, so their
-// shuffles overlap. fmaxf may drop a NaN max, but by the Stats invariant that lane's sum is NaN and
-// reaches the total, which then makes the max NaN; +inf likewise (its sum is NaN).
+// folding (max, sum) pairs took two exps and a branch per step (performance.md#block-regs); every column
+// moves at each step, so their shuffles overlap. fmaxf may drop a NaN max, but by the Stats invariant that
+// lane's sum is NaN and reaches the total, which then makes the max NaN; +inf likewise (its sum is NaN).
 template <int kColumns, class C>
 __device__ __forceinline__ void warp_combine_columns(Stats<C> (&columns)[kColumns], int first_offset = 1) {
     C max[kColumns];

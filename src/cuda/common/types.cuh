@@ -15,7 +15,8 @@
 namespace smx::cuda {
 // ---- types ---------------------------------------------------------------------------------------
 
-// float for every 16/32-bit input, double for f64 (the only pair with f64 is f64 -> f64).
+// float for every 16/32-bit input, double for f64. The families' pairs (kEveryFamilyPair) have f64 on both
+// sides or neither; the general family's mixed pairs compute in PairComputeType.
 template <class X>
 struct ComputeTypeOf {
     using type = float;
@@ -33,9 +34,9 @@ constexpr int kPackOf = 16 / static_cast<int>(sizeof(T));
 
 // Elements a thread moves per vector access for the pair (X, Y): 16 bytes of the wider of the two. With
 // 16-byte packs of a 16-bit x, a thread would write 32 bytes of f32 y per pack as two 16-byte stores, and
-// each store instruction of a warp would cover only half of every 32-byte sector it touches (H200, ncu,
-// bf16 -> f32 8192 x 32000: L2 at 94% of its throughput while DRAM ran at 66%); 8-byte loads of x and
-// 16-byte stores of y keep both sides of a warp's accesses contiguous.
+// each store instruction of a warp would cover only half of every 32-byte sector it touches, which keeps L2
+// busy while DRAM waits (performance.md#block-regs); 8-byte loads of x and 16-byte stores of y keep both
+// sides of a warp's accesses contiguous.
 template <class X, class Y>
 constexpr int kPackOfPair = 16 / static_cast<int>(sizeof(X) > sizeof(Y) ? sizeof(X) : sizeof(Y));
 

@@ -1,4 +1,4 @@
-// cuda_util.hpp - host-side helpers of the CUDA backend: CUDA errors as smx statuses, and a guard that
+// util.hpp - host-side helpers of the CUDA backend: CUDA errors as smx statuses, and a guard that
 // makes a device current for a scope and restores the caller's device afterwards.
 #pragma once
 

@@ -3,7 +3,8 @@
 // divmod chain over index_ndim <= 7 dims); elements sit axis_stride apart. Online (max, sum) in one pass,
 // then a second pass re-reads x and writes y. Traffic: x read twice, y written once; uncoalesced unless
 // the strides happen to be friendly: slower, but right for every layout, and every dtype pair (computed in
-// double where either side is f64).
+// double where either side is f64). Long rows are summed in segments (segmented_stats) for accuracy:
+// performance.md#general.
 #include "cuda/common/reduce.cuh"
 #include "cuda/general/params.hpp"
 

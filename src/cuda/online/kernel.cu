@@ -1,6 +1,7 @@
-// kernel.cu - rows too long to cache in shared memory, Rows layout. Two kernel families built
-// from the same range helpers (online (max, sum) over x in one pass, then a second pass that re-reads x
-// and writes y; traffic: x read twice, y written once, the second read often served by L2):
+// kernel.cu - block-online and split-row: rows too long for a cluster to hold in registers, Rows layout.
+// Two kernel families built from the same range helpers (online (max, sum) over x in one pass, then a
+// second pass that re-reads x and writes y; traffic: x read twice, y written once, the second read often
+// served by L2). Measurements: performance.md#block-online and performance.md#split-row.
 //   block-online  one CTA per row (grid-stride over rows), for many long rows;
 //   split-row     few very long rows: each row cut into fixed chunks (chunk length from row_len only),
 //                 one CTA per (chunk, row); kernel 1 writes each chunk's (max, sum) to the workspace,
@@ -32,11 +33,10 @@ __device__ __forceinline__ RangeSplit split_range(const X* x, std::int64_t count
 
 // Adds one step's 16-bit packs (those with loaded[u]) to running statistics: the step's max first (one
 // HMNMX2 per pair of elements; a NaN dropped there reaches the sum through its exp, or, while the running
-// max is still -inf, through the check below), then one exp per element
-// relative to the new max and one rescale of the running sum per step. The packs stay packed and are
-// widened at each use: widening all 32 values first took 58 registers (two CTAs of 512 per SM). Adding
-// one pack at a time instead (a rescale, with an accurate exp, per pack) held bf16 4 x 4194304's
-// statistics kernel to 2 TB/s (16.4 us; 15.3 with this, perf-notes run 42).
+// max is still -inf, through the check below), then one exp per element relative to the new max and one
+// rescale of the running sum per step: a rescale with an accurate exp per pack slowed the statistics
+// kernel. The packs stay packed and are widened at each use: widened all at once, they took the registers
+// of the kernel's third CTA per SM (performance.md#split-row-chunks-and-kernels).
 template <int kUnroll, class X, int kPack, class C = ComputeType<X>>
 __device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack> (&raw)[kUnroll], const bool (&loaded)[kUnroll]) {
     PairedMax<X> paired;
@@ -77,7 +77,8 @@ __device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack>
 
 // This thread's share of the statistics of x[0, count), threads striding; any alignment. kShortRange: a
 // split-row chunk (a few loop steps a thread), summed in one loop; a whole row is summed in segments
-// (segmented_stats), which cost split-row's chunks 1-3% (perf-notes run 165) and bring them nothing.
+// (segmented_stats), whose extra combine costs split-row's short chunks time and brings them nothing
+// (performance.md#split-row-chunks-and-kernels).
 template <bool kShortRange, class X, class C = ComputeType<X>>
 __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, int tid, int threads) {
     constexpr int kPack = kPackOf<X>;
@@ -96,8 +97,8 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
             }
             add_step(segment, raw, loaded);
         } else {
-            // f32 / f64: widened at the load, the step's values padded with -inf (32 registers for f32;
-            // add_step took 40 and was no faster, run 42).
+            // f32 / f64: widened at the load, the step's values padded with -inf (for f32, add_step took
+            // more registers and was no faster: performance.md#split-row-chunks-and-kernels).
             C values[kRangeUnroll * kPack];
 #pragma unroll
             for (int u = 0; u < kRangeUnroll; ++u) {
@@ -187,10 +188,11 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
             }
         };
         // All of a step's loads come first: x and y may alias (in place), so the compiler would not hoist
-        // them itself. Two loop forms, each the one that measured best (perf-notes runs 43-44): with a
-        // preloaded first step, the packs stay raw and are widened one by one as they are written (widening
-        // them all first spilled 16-44 bytes in the 16-bit split-row write instances); without one, all
-        // are widened first (the other form took f32 block-online from 57 to 64 registers, 1-3% slower).
+        // them itself. Two loop forms, each the one that measured best: with a preloaded first step, the
+        // packs stay raw and are widened one by one as they are written (widening them all first spilled in
+        // the 16-bit split-row write instances); without one, all are widened first (the other form cost
+        // f32 block-online registers and time). See performance.md#split-row-chunks-and-kernels and
+        // performance.md#block-online.
         for (std::int64_t p = tid; p < split.packs; p += static_cast<std::int64_t>(threads) * kUnroll) {
             if constexpr (kFirstLoaded) {
                 WriteStep<X, Y> step = first;
@@ -238,8 +240,9 @@ __global__ void __launch_bounds__(512) block_online_softmax(const ParamBlock<Onl
     for (std::int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
         const X* x_row = x + row * args.x_row_stride;
         Stats<C> stats = range_stats<false>(x_row, args.row_len, threadIdx.x, blockDim.x);
-        // 16-bit x: the write's first loads go out before the statistics are combined (bf16 rows 10-22%
-        // faster, run 43). f32 x lost 1-2% that way (64-69 registers), so it loads them after.
+        // 16-bit x: the write's first loads go out before the statistics are combined, so the combine
+        // overlaps them; f32 x lost that way (more registers), so it loads them after
+        // (performance.md#block-online).
         constexpr bool kPreload = sizeof(X) == 2;
         WriteStep<X, Y> first;
         if constexpr (kPreload) first = load_first_write_step<X, Y>(x_row, args.row_len, threadIdx.x, blockDim.x);
@@ -256,7 +259,8 @@ __device__ __forceinline__ std::int64_t chunk_count(const OnlineRowsParams& args
 }
 
 // Three CTAs of 512 per SM at least (40 registers): the 16-bit instances needed 45, which left two, and a
-// short-lived CTA's tail of reductions then idled half of each SM's loads. f64 keeps its registers.
+// short-lived CTA's tail of reductions then idled half of each SM's loads
+// (performance.md#split-row-chunks-and-kernels). f64 keeps its registers.
 template <class X>
 constexpr int kSplitStatsMinBlocks = sizeof(X) == 8 ? 1 : 3;
 
@@ -276,10 +280,9 @@ __global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(
     }
 }
 
-// Two CTAs of 512 per SM at least (56-64 registers, no spills): left to itself the compiler gave the
-// 16-bit instances 84-93 registers, one CTA per SM (ncu, run 36: 24% of warps active). Measured A/B
-// (run 37, 4 x 4194304 .. 1 x 16777216): 16-bit -> f32 2-4% faster, the rest unchanged within noise.
-// (bf16 -> f32 spills 12 bytes since its first step is loaded before the fold; still 2-4% faster, run 44.)
+// Two CTAs of 512 per SM at least (56-64 registers): left to itself the compiler gave the 16-bit instances
+// one CTA per SM, with few warps active. bf16 -> f32 spills a little at the bound, since its first step is
+// loaded before the fold, and still gains (performance.md#split-row-chunks-and-kernels).
 template <class X, class Y>
 __global__ void __launch_bounds__(512, 2) split_row_write(const ParamBlock<OnlineRowsParams> args) {
     using C = ComputeType<X>;

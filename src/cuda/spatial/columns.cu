@@ -3,7 +3,8 @@
 //                   combined across lanes and warps, then a second pass re-reads x; one CTA per tile;
 //   spatial-split   the same columns when tiles are too few to fill the GPU: each column cut into chunks, a
 //                   CTA per (chunk, tile) in two kernels, the chunks' partial statistics through the workspace.
-// Traffic: x read twice, y written once.
+// Traffic: x read twice, y written once. Measurements: performance.md#spatial-split and
+// performance.md#spatial-online.
 #include <type_traits>
 
 #include "cuda/spatial/common.cuh"
@@ -41,7 +42,7 @@ __device__ __forceinline__ ColumnPlace column_place(const SpatialParams& args, s
 
 // One loop step's kUnroll vectors of kPack columns, x_step elements apart from x_at. A whole step (`whole`:
 // every position inside the range) walks a pointer with no checks: the checked form recomputed each 64-bit
-// address under its own predicate (~17 instructions a load, SASS). Otherwise position u is loaded where
+// address under its own predicate (performance.md#spatial-split-rules). Otherwise position u is loaded where
 // in_range(u), -inf elsewhere (padding the statistics ignore).
 template <int kUnroll, int kPack, class X, class InRange, class C = ComputeType<X>>
 __device__ __forceinline__ void load_column_step(const X* x_at, std::int64_t x_step, bool whole, const InRange& in_range,
@@ -69,11 +70,13 @@ __device__ __forceinline__ void load_column_step(const X* x_at, std::int64_t x_s
 // column loops below): the sum holds 2^(v log2(e) - S), S = shift_of(max) log2(e) rounded, and moves to a
 // new S only when the max grows, by 2^(S_old - S_new) of the two rounded shifts (one MUFU.EX2: see
 // pipelined_vector_stats for why not 2^(old_max log2(e) - S_new)); the fast exp's factor comes off once, in
-// stats(). add_chunk per group pays a max-with-NaN, an accurate rescale and an unbias exp instead.
+// stats(). add_chunk per group pays a max-with-NaN, an accurate rescale and an unbias exp instead
+// (performance.md#spatial-split-rules).
 // raise() keeps the largest |shift| it has taken in `widest_shift` (one register for all of a thread's
 // columns, set only when a max grows): the fast exp applies if it stays under 2^24 (not for +inf or huge
-// values); otherwise the caller takes the exact form. A NaN is dropped by the max and kept by the sum; stats() makes a NaN sum a NaN max, the
-// invariant combine() relies on (a NaN among -inf values would otherwise be lost).
+// values); otherwise the caller takes the exact form. A NaN is dropped by the max and kept by the sum;
+// stats() makes a NaN sum a NaN max, the invariant combine() relies on (a NaN among -inf values would
+// otherwise be lost).
 struct ScaledRunningStats {
     float max = neg_inf<float>();
     float scaled_shift = 0.0f;  // S (0 while the max is -inf, whose shift is 0)
@@ -85,7 +88,8 @@ struct ScaledRunningStats {
         const float shift = shift_of(new_max);
         widest_shift = fmaxf(widest_shift, fabsf(shift));
         const float new_scaled_shift = __fmul_rn(shift, kLog2e);  // rounded: never fused into the sub below
-        // A sum over only -inf values is 0 (or NaN) and stays as it is: its shift of 0 may lie far above the new one.
+        // A sum over only -inf values is 0 (or NaN) and stays as it is: its shift of 0 may lie far above
+        // the new one.
         if (max != neg_inf<float>()) sum *= exp2_approx(scaled_shift - new_scaled_shift);
         max = new_max;
         scaled_shift = new_scaled_shift;
@@ -104,9 +108,9 @@ struct ScaledRunningStats {
 
 // column_range_stats' fast form for float compute values (f32 and 16-bit x): the same loop of kUnroll
 // positions a step and the same segments of kSegmentSteps steps (each folded into the thread's total by
-// combine), each segment's statistics kept by ScaledRunningStats. Returns false where some shift left the
-// fast exp's range: `stats` is then incomplete and the caller recomputes them exactly. H200 (perf-notes run
-// 183): spatial-split's statistics kernel 12-16% shorter, its cases 0.99-1.08x (16-bit gains most).
+// combine), each segment's statistics kept by ScaledRunningStats, for about half the instructions a loop
+// step (performance.md#spatial-split-rules). Returns false where some shift left the fast exp's range:
+// `stats` is then incomplete and the caller recomputes them exactly.
 template <int kUnroll, int kPack, class X>
 __device__ __forceinline__ bool scaled_column_range_stats(const X* x_column, std::int64_t x_axis_stride,
                                                           std::int64_t first, std::int64_t end, std::int64_t axis_step,
@@ -196,12 +200,12 @@ __device__ __forceinline__ void fold_column_stats(Stats<C> (&stats)[kPack], int 
     // Across the warps max-first: the column's max over every warp's partial, then each partial's sum moved
     // to it by one fast exp (an FFMA and a MUFU.EX2 relative to the max's rounded scaled shift). A chain
     // of combine() paid a NaN-aware max and two accurate exps per warp, per column and thread: on short
-    // chunks a large part of a thread's work (H200, perf-notes runs 183-184: one-element tiles 4-9% faster
-    // with this fold, vector tiles about 1%). Same special values as combine(): an all -inf column gives sum
-    // 0, a NaN or +inf max a NaN sum (the exact form, taken for shifts outside the fast exp's range). Not
-    // fold_partials (the spatial tiles' max-first fold): its accurate exps measured 0.98x on one-element
-    // tiles (run 188), and its max drops a NaN that the write kernel's exact combine() chain needs.
-    // Double keeps the chain (its exps are exact either way; the max-first form spilled more of its registers).
+    // chunks a large part of a thread's work (performance.md#spatial-split-rules). Same special values as
+    // combine(): an all -inf column gives sum 0, a NaN or +inf max a NaN sum (the exact form, taken for
+    // shifts outside the fast exp's range). Not fold_partials (the spatial tiles' max-first fold): its
+    // accurate exps measured slower on one-element tiles, and its max drops a NaN that the write kernel's
+    // exact combine() chain needs. Double keeps the chain (its exps are exact either way; the max-first form
+    // spilled more of its registers).
     const int warps = static_cast<int>(blockDim.x / 32);
     if constexpr (std::is_same<C, double>::value) {
 #pragma unroll
@@ -318,12 +322,12 @@ __device__ __forceinline__ std::int64_t split_chunk_end(const SpatialParams& arg
 }
 
 // Two CTAs of 512 per SM at least (at most 64 registers; the f32 and 16-bit instances take 46-48). Three
-// (40 registers, no spills; the plan then asks for more, shorter chunks) were up to 7% faster on four
-// long-column shapes and 8-15% slower on 1048576 x 32 dim=0 (H200, perf-notes run 171).
+// (40 registers, no spills; the plan then asks for more, shorter chunks) gained a little on some
+// long-column shapes and lost more on others (performance.md#spatial-split-rules).
 constexpr int kSpatialSplitMinBlocks = 2;
 
 // Axis positions per thread and loop step: kSpatialSplitUnroll one-element steps, kSpatialSplitVectorUnroll
-// vector steps (kernel_args.hpp; the plan sizes chunks in whole steps).
+// vector steps (spatial/params.hpp; the plan sizes chunks in whole steps).
 template <int kPack>
 constexpr int kSplitUnrollOf = kPack == 1 ? kSpatialSplitUnroll : kSpatialSplitVectorUnroll;
 
@@ -369,8 +373,8 @@ __global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) 
     Stats<C> stats[kPack];
     // This thread's share of the chunks' partials (chunks/T' of them: 32 for 1048576 x 32 dim=0), folded in
     // the scaled domain for float compute values: each partial's sum weighted by one fast exp of its max,
-    // where combine() paid a NaN-aware max and two accurate exps. The exact chain for double and where a
-    // max leaves the fast exp's range.
+    // where combine() paid a NaN-aware max and two accurate exps (performance.md#spatial-split-rules). The
+    // exact chain for double and where a max leaves the fast exp's range.
     bool folded = false;
     if constexpr (std::is_same<C, float>::value) {
         ScaledRunningStats running[kPack];

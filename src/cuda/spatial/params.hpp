@@ -3,7 +3,8 @@
 //                   x read once, y written once;
 //   spatial-online  one CTA per tile, online statistics then a second read of x;
 //   spatial-split   the columns cut into chunks, two kernels, chunk statistics through the workspace.
-// Measurements: performance.md#spatial-tile, #spatial-online, #spatial-split. Plain C++: no CUDA types.
+// Measurements: performance.md#spatial-tile, performance.md#spatial-online and performance.md#spatial-split.
+// Plain C++: no CUDA types.
 #pragma once
 
 #include <cstddef>

@@ -7,7 +7,7 @@
 // slice is still landing), the cluster exchanges them through distributed shared memory, and every CTA folds
 // them in the same order. Traffic: x read once, y written once. Thread t handles vector t % V at axis
 // positions t / V + k * (T / V): a warp touches 32 / V rows of V vectors of contiguous bytes, coalesced, and
-// shared memory is read as whole vectors without bank conflicts.
+// shared memory is read as whole vectors without bank conflicts. Measurements: performance.md#spatial-tile.
 #include <type_traits>
 
 #include "cuda/common/cluster.cuh"
@@ -19,7 +19,7 @@ namespace {
 // kWholeLine: on an L2 miss, fetch the source's whole 128-byte line from DRAM (the .L2::128B prefetch size)
 // rather than only the sectors asked for. The plan asks for it where a tile row is 64 bytes, half a line,
 // and the line's other half is a neighbouring tile's row that another CTA reads at about the same time:
-// DRAM then serves the line in one access (see plan_spatial).
+// DRAM then serves the line in one access (plan_spatial_tile; performance.md#spatial-tile).
 template <bool kWholeLine = false>
 __device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const void* global_source) {
     const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
@@ -178,7 +178,8 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
 #pragma unroll
     for (int k = 0; k < kPack; ++k) {
         local_max[k] = running_max[k];
-        // As ShiftedExpFast: the sum was taken relative to S = shift * log2(e) rounded; 2^-(its rounding) removes it.
+        // As ShiftedExpFast: the sum was taken relative to S = shift * log2(e) rounded; 2^-(its rounding)
+        // removes it.
         const float shift = shift_of(running_max[k]);
         local_sum[k] = sum[k] * exp2_approx(-fmaf(shift, kLog2e, -shift * kLog2e));
     }
@@ -187,8 +188,8 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
 
 // kVectorBytes: the bytes of x a thread copies and reads per access (its vector), 16 or 8. 8-byte vectors
 // (16-bit x only: 4 columns) halve each thread's per-column state, so the kernel fits 48 registers and a
-// fifth CTA per SM where shared memory allows (32 KB tiles); the 16-byte ones need their 64 (at 48 they
-// spill and lost 5-15 points, perf-notes run 58).
+// fifth CTA per SM where shared memory allows (32 KB tiles); the 16-byte ones need their 64: at 48 they
+// spill (performance.md#spatial-tile).
 // 128-thread CTAs are bounded at 8 per SM: the same 64 registers as the 256-thread 16-byte kernel, so the
 // CTAs per SM are set by the tile's shared memory alone (5-6 of 32 KB tiles with their static partials,
 // against 4 register-bound CTAs of 256 threads).
@@ -208,8 +209,8 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
     constexpr std::uintptr_t kStoreAlign = kStoreAlignment<Y, kPack>;
     // Pairs whose output is wider than the input (16-bit -> f32) measured slower with three things every
     // other pair gained from, for causes not found (their loops compile alike): they keep a barrier after
-    // the tile's load (1-3 points of copy, perf-notes runs 75-76), the pairwise statistics merge at every
-    // fold step (1-4 points, run 74) and their own store loop (10-20%, runs 27-30).
+    // the tile's load, the pairwise statistics merge at every fold step and their own store loop
+    // (performance.md#spatial-tile).
     constexpr bool kWiderOutput = sizeof(Y) > sizeof(X);
     // A thread's consecutive cache rows lie (T / V) rows of W = V * P elements apart: T * P elements whatever V
     // is. A compile-time step lets the unrolled loops address shared memory by immediate offsets.
@@ -267,11 +268,10 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
         __syncthreads();
         C local_max[kPack];
         C local_sum[kPack];
-        // f32 x folds its rows into (max, sum) while they land (pipelined_vector_stats). 16-bit x, partial
-        // vectors, element-wise loads and shifts outside the fast exp's range take the two passes below.
-        // H200, perf-notes runs 74-75: f32 x +1-4 points of copy on the clustered layouts (16x8x4096x64
-        // dim=2 softmax 75 -> 79.5%, 8192x4096 dim=0 61.5 -> 64%), within a point elsewhere except f32 ->
-        // bf16 64x128x4096 dim=1 softmax (-1); 16-bit x lost 1-4 points pipelined (-> f32: 10-13).
+        // f32 x folds its rows into (max, sum) while they land (pipelined_vector_stats), so a clustered
+        // tile's statistics run under its load; 16-bit x lost that way (performance.md#spatial-tile). 16-bit
+        // x, partial vectors, element-wise loads and shifts outside the fast exp's range take the two
+        // passes below.
         bool stats_ready = false;
         if (x_vector_loads && valid == kPack) {
             const X* source = x_vector + axis_group * args.x_axis_stride;
@@ -309,7 +309,8 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
         wait_async_copies();
         if constexpr (kWiderOutput) __syncthreads();  // no thread reads another's cache rows (see kWiderOutput)
 
-        // The two passes: this thread's share of its kPack columns, the max, then the sum of exp relative to it.
+        // The two passes over this thread's share of its kPack columns: the max, then the sum of exp relative
+        // to it.
         if (!stats_ready) {
             if constexpr (sizeof(X) == 2) {
                 // Two columns per HMNMX2, on the cached 16-bit values as they are (no widening).
@@ -453,8 +454,8 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
         };
         if constexpr (kWiderOutput) {
             // store_pass's loop shape (pointer walks, whole and partial vectors in separate loops) measured
-            // 10-20 % slower for these pairs than this loop, with one formula per loop (run 27) or all of
-            // them in one lambda (run 30). So they keep their own loop, choosing the formula per element.
+            // slower for these pairs than this loop, with one formula per loop or all of them in one lambda
+            // (performance.md#spatial-tile). So they keep their own loop, choosing the formula per element.
             with_exp_form<C>(fast, [&](auto form) {
                 if (!log_mode) {
 #pragma unroll
@@ -515,7 +516,8 @@ const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_d
             return threads == kSmall ? reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 16, kSmall>)
                                      : reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 16, kLarge>);
         }
-        // 8-byte vectors: instantiated for 16-bit x written as f32 only (the pairs that measured faster).
+        // 8-byte vectors: instantiated for 16-bit x written as f32 only, the pairs that measured faster
+        // (performance.md#spatial-tile).
         if constexpr (sizeof(X) == 2 && sizeof(Y) == 4) {
             if (vector_bytes == 8) {
                 return threads == kSmall ? reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 8, kSmall>)

@@ -4,8 +4,9 @@
 // the shape holds at most 16 values per thread and every row offset of x and y fits in 32 bits
 // (args.offsets_32), the kernel takes that one pass with 32-bit index arithmetic, else it strides over the
 // rows with 64-bit indices.
-// Traffic: x read once, y written once. 16-byte loads/stores when run() found the pointers and row
-// strides aligned (args.x_vector / args.y_vector), element-wise otherwise (same register layout).
+// Traffic: x read once, y written once. 16-byte loads/stores where the call's pointers and row strides are
+// aligned (args.x_vector / args.y_vector, set by WarpParams::bind), element-wise otherwise (same registers).
+// Measurements: performance.md#warp.
 #pragma once
 
 #include <type_traits>
@@ -18,12 +19,11 @@ namespace smx::cuda {
 
 // Stores the kPack f32 outputs of a 16-bit x pack (32 bytes) at y_row + col, where lane ^ 1 holds the
 // adjacent pack of the same row: the pair swaps halves so that the first 16-byte store of both lanes writes
-// the even lane's 32 bytes and the second the odd lane's, each instruction of a warp covering whole 32-byte
-// sectors instead of half of every sector it touches. H200, perf-notes run 125, quick smx-bench, f16 / bf16
-// -> f32, three samples: +0.1 to +1.4 points of copy on every case (rows of 32 89.3 -> 90.2% in median,
-// rows of 128-1024 +0.3-1.0), for 4 shuffles and 8 selects a pack. Every lane of the warp must call it (it
-// shuffles); `row_valid` only gates the stores. Where the pair's two packs are not both inside the row, or y
-// does not allow vector stores, each lane stores its own pack as the unpaired path does.
+// the even lane's 32 bytes and the second the odd lane's. Each store instruction of a warp then covers whole
+// 32-byte sectors, not half of every sector it touches, for 4 shuffles and 8 selects a pack
+// (performance.md#warp). Every lane of the warp must call it (it shuffles); `row_valid` only gates the
+// stores. Where the pair's two packs are not both inside the row, or y does not allow vector stores, each
+// lane stores its own pack as the unpaired path does.
 template <class Y, int kPack, class C>
 __device__ __forceinline__ void store_pack_paired(Y* y_row, int col, int row_len, bool row_valid, bool vector,
                                                   const C (&out)[kPack]) {
@@ -56,13 +56,13 @@ __device__ __forceinline__ void store_pack_paired(Y* y_row, int col, int row_len
 
 // The kernel body for one mode and one index width; the __global__ wrappers below differ only in their
 // launch bounds. `Index` is int where the plan found every row offset (and the row count) within 32 bits:
-// a thread then executes ~150 instructions instead of ~180 on 16-bit rows of 32 (its setup, the 64-bit row
-// and offset arithmetic, was ~50 of them), and the grid's single pass needs no loop.
+// the 64-bit row and offset setup is a large part of a short row's instructions, and the grid's single pass
+// needs no loop (performance.md#warp).
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, bool kLogMode, class Index>
 __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
     using C = ComputeType<X>;
-    // 16-byte packs of x even when y is wider: unlike block-regs, 8-byte packs lost here on the H200
-    // (f16 -> f32 rows of 128..1024: 88-95% of copy with 16-byte packs, 77-88% with 8-byte ones).
+    // 16-byte packs of x even when y is wider: block-regs' 8-byte packs lost here (performance.md#warp);
+    // paired stores (below) keep the wider y's stores whole-sector instead.
     constexpr int kPack = kPackOf<X>;
     static_assert(kCols % kPack == 0, "a lane holds whole packs");
     constexpr int kPacksPerLane = kCols / kPack;
@@ -77,7 +77,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
     const int group = lane / kLanes;
     const int lane_in_group = lane % kLanes;
     constexpr bool kOnePass = std::is_same_v<Index, int>;
-    // Read where used (as the 64-bit code always did: the same SASS for that body as before 32-bit indexing).
+    // Read at each use, as the 64-bit body always did: its code stayed the same when the 32-bit body came.
     const auto rows = [&] { return static_cast<Index>(args.rows); };
     const Index warps_per_block = static_cast<Index>(blockDim.x / 32);
     const Index first_warp = static_cast<Index>(blockIdx.x) * warps_per_block + static_cast<Index>(threadIdx.x / 32);
@@ -85,8 +85,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
 
     // The loop bound is per warp (not per group) so every lane reaches every shuffle.
     for (Index warp_row = first_warp * kRowsPerWarp; warp_row < rows(); warp_row += warp_step) {
-        // A thread's rows are adjacent. (16-bit rows under 128 bytes once gave a warp's groups consecutive
-        // rows at each of two rows per thread, run 40; since run 66 they take one row per thread.)
+        // A thread's rows are adjacent.
         const auto row_of = [&](int r) -> Index { return warp_row + group * kRowsPerThread + r; };
         C values[kRowsPerThread][kCols];
         C row_max[kRowsPerThread];
@@ -194,9 +193,9 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
     }
 }
 
-// The mode is a compile-time choice inside each kernel: a run-time one costs an instruction per element
-// (softmax keeps each exp, log-softmax each value: a select where both are possible) and issues both
-// output formulas predicated unless the write loop is split per mode.
+// The mode is a compile-time choice inside each kernel: a run-time one costs a select per element (softmax
+// keeps each exp, log-softmax each value) and issues both output formulas predicated unless the write loop
+// is split per mode (performance.md#warp).
 // The index width is a run-time choice (a uniform branch) in the instances of at most
 // kWarpOffsets32MaxValues values per thread, which hold both bodies; wider ones have the 64-bit body only.
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
@@ -218,25 +217,22 @@ __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
     body(TypeTag<std::int64_t>{});
 }
 
-// Most shapes: 128 threads, the register count left to the compiler (stating a minimum of CTAs per SM
-// changes its choice: 16-bit shapes went from 48 to 72 registers with a minimum of one; see below).
+// Most shapes: a launch bound of kWarpKernelThreads only, the register count left to the compiler: a stated
+// minimum of CTAs per SM lets it take more registers than it would (performance.md#warp-register-bounds).
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax(const ParamBlock<WarpParams> args) {
     warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
-// Shapes that state a minimum of CTAs per SM (each a register bound the compiler meets without spills in
-// the body the plan runs; 0: none stated). At most 8 values (f32, and 16-bit x at one row per thread): a
-// full SM of 128-thread CTAs (16, at most 32 registers). At 40 registers only 12 fit, and ncu showed f32
-// 1048576 x 128 latency-bound at 65% achieved occupancy (no eligible warp 52% of cycles, DRAM 81%) where
-// PyTorch's 31-register kernel ran at 84% and 86%; the 16-bit shapes took 39-40 unbounded, none spill at 32.
-// 16-bit x with 16 values: 12 (40 registers instead of 48, which left 10), but 16 (32 registers) for 16-bit
-// y on 16 or 32 lanes (rows of 129-512): their 32-bit bodies fit without spills, +1.8-3.2 points of copy on
-// 524288x256 and 262144x512, where 16-bit x written as f32 lost 1-3 and rows of 32 on 2 lanes about 0.5
-// (H200, perf-notes run 123); their 64-bit bodies spill 8-24 bytes, a cost paid only by tensors whose
-// offsets pass 2^31. With 32 values: 8 (64 instead of 72, which left 7). f32 -> f32 with 32 values: 6 (the
-// per-mode bodies took 81 registers, 5 CTAs per SM, where the single run-time-mode body had 78; with the
-// bound they take 72, 7 CTAs). f64 would spill at these bounds.
+// Shapes that state a minimum of CTAs per SM (0: none). These rows are latency-bound, so each bound trades
+// registers for resident warps, at a count the body the plan runs fits without spills
+// (performance.md#warp-register-bounds):
+//   at most 8 values (f32, and 16-bit x at one row per thread): 16 (32 registers), a full SM of CTAs;
+//   16-bit x, 16 values: 12 (40 registers), but 16 (32) for 16-bit y on 16 or 32 lanes (rows of 129-512),
+//     whose 32-bit bodies fit; their 64-bit bodies spill, paid only by tensors whose offsets pass 2^31;
+//   16-bit x, 32 values: 8 (64 registers);
+//   f32 -> f32, 32 values: 6 (72 registers, where the per-mode bodies took 81 unbounded).
+// f64 would spill at these bounds.
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 constexpr int kWarpMinCtasPerSm = sizeof(X) <= 4 && kCols * kRowsPerThread <= 8    ? 16
                                   : sizeof(X) == 2 && sizeof(Y) == 2 && kLanes >= 16 && kCols * kRowsPerThread == 16 ? 16

@@ -41,7 +41,8 @@ struct WarpShape {
     constexpr bool narrow_two_packs(int pack) const { return lanes < 32 && cols_per_lane > pack; }
 };
 
-// Every instance's launch bound (4 warps); the plan launches 64 or 128 threads (plan_warp).
+// Every instance's launch bound (4 warps); the plan launches 64 or 128 threads (plan_warp,
+// performance.md#warp-cta-size).
 constexpr int kWarpKernelThreads = 128;
 constexpr int kWarpMaxRowLen = 1024;  // 32 lanes x 32 register-held elements per lane
 // Shapes of at most this many values per thread also have a body with 32-bit index arithmetic; wider shapes
@@ -74,12 +75,13 @@ struct WarpShapeTable<2> {  // f64
 };
 
 // Rows per thread of the narrow shapes (fewer than 32 lanes): one, except f32 x written narrower and f64,
-// which take two (performance.md#warp).
+// which take two (performance.md#warp-rows-per-thread-and-packs-per-lane).
 constexpr int warp_narrow_rows_per_thread(std::size_t x_size, std::size_t y_size) {
     return x_size == 2 || (x_size == 4 && y_size == 4) ? 1 : 2;
 }
 // Whether a narrow shape of two packs per lane on `lanes` lanes serves this pair, in place of one pack on
-// twice the lanes: f32 x and 16-bit -> 16-bit always, 16-bit -> f32 on 16 lanes only (performance.md#warp).
+// twice the lanes: f32 x and 16-bit -> 16-bit always, 16-bit -> f32 on 16 lanes only
+// (performance.md#warp-rows-per-thread-and-packs-per-lane).
 constexpr bool warp_narrow_two_packs(std::size_t x_size, std::size_t y_size, int lanes) {
     return x_size == 4 || (x_size == 2 && y_size == 2) || (x_size == 2 && y_size == 4 && lanes == 16);
 }
