@@ -129,7 +129,8 @@ SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** 
  *  size) is allowed; any other overlap of y with x is refused with SMX_STATUS_BAD_PARAM_OVERLAP.
  *  CUDA: enqueues on `stream` (a cudaStream_t; NULL is the default stream) and returns without waiting;
  *  it never synchronizes or allocates, so it may be captured in a CUDA graph. CPU: `stream` is ignored and
- *  the call returns when y is written. Tensors with zero elements succeed and do nothing.
+ *  the call returns when y is written; a worker thread that cannot be started leaves its rows to the
+ *  calling thread rather than failing the call. Tensors with zero elements succeed and do nothing.
  *  Semantics follow PyTorch: a row holding +inf or NaN gives NaN for the whole row; a row of all -inf
  *  gives NaN; -inf among finite values gives 0 (log: -inf); an axis of size 1 gives 1 (log: 0).
  *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or x/y with elements to compute),
