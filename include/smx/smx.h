@@ -160,7 +160,8 @@ typedef enum smxLogLevel_t {
  *  It may be called from any thread that calls smx, on several at once, so it must be thread-safe. It may
  *  call smx itself: messages raised by those calls on its thread are not delivered (no recursion), and
  *  they leave the last-error message its caller will read unchanged; only smxSetLogCallback is refused
- *  there (SMX_STATUS_NOT_SUPPORTED). */
+ *  there (SMX_STATUS_NOT_SUPPORTED). It must not throw (a C++ callback): smx catches and discards anything
+ *  it throws, so only that message is lost; the call that logged it returns as if nothing happened. */
 typedef void (*smxLogCallback_t)(smxLogLevel_t level, const char* message, void* userData);
 
 /** Sets the level below which messages are dropped. The library is silent by default (SMX_LOG_OFF),

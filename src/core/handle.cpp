@@ -2,6 +2,7 @@
 #include "core/handle.hpp"
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -61,9 +62,10 @@ smxStatus_t create_handle(smxHandle_t* out, int device_type, int device_id) {
                         "device type {} is not an smxDeviceType_t (SMX_DEVICE_CPU=1, SMX_DEVICE_CUDA=2)",
                         device_type);
     }
-    *out = new smxHandle(candidate);
+    auto created = std::make_unique<smxHandle>(candidate);
     log_info("handle on {} device {} ({}, {} SMs/threads)", device_type == SMX_DEVICE_CPU ? "cpu" : "cuda",
              device_id, candidate.limits.name, candidate.limits.multiprocessor_count);
+    *out = created.release();  // last: nothing after it can fail and leave the caller a handle it never got
     return SMX_STATUS_SUCCESS;
 }
 
