@@ -39,6 +39,7 @@ const std::vector<std::pair<smxStatus_t, const char*>> kAllStatuses = {
     {SMX_STATUS_BAD_PARAM_MODE, "SMX_STATUS_BAD_PARAM_MODE"},
     {SMX_STATUS_BAD_PARAM_DEVICE, "SMX_STATUS_BAD_PARAM_DEVICE"},
     {SMX_STATUS_BAD_PARAM_ALIGNMENT, "SMX_STATUS_BAD_PARAM_ALIGNMENT"},
+    {SMX_STATUS_BAD_PARAM_OBJECT, "SMX_STATUS_BAD_PARAM_OBJECT"},
     {SMX_STATUS_NOT_SUPPORTED, "SMX_STATUS_NOT_SUPPORTED"},
     {SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT, "SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT"},
     {SMX_STATUS_NOT_SUPPORTED_BACKEND_NOT_BUILT, "SMX_STATUS_NOT_SUPPORTED_BACKEND_NOT_BUILT"},
@@ -103,7 +104,7 @@ TEST_CASE("smxGetStatusString gives every status a distinct string that starts w
 }
 
 TEST_CASE("smxGetStatusString answers an unknown code with SMX_STATUS_UNKNOWN, never NULL", "[api]") {
-    for (int code : {1, 1999, 2012, 3004, 4002, 5001, -1}) {
+    for (int code : {1, 1999, 2013, 3004, 4002, 5001, -1}) {
         const char* text = smxGetStatusString(static_cast<smxStatus_t>(code));
         REQUIRE(text != nullptr);
         CHECK_THAT(std::string(text), StartsWith("SMX_STATUS_UNKNOWN"));
