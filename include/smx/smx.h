@@ -11,6 +11,9 @@
  * Descriptor creation validates everything and chooses the execution plan, so forward only launches.
  * Thread safety: distinct handles and descriptors may be used from distinct threads at once; one
  * descriptor may be used by several threads at once for forward calls (it is read-only after creation).
+ * Objects: every function taking a handle or descriptor refuses NULL (SMX_STATUS_BAD_PARAM_NULL_POINTER)
+ * and, with SMX_STATUS_BAD_PARAM_OBJECT, an object of another kind cast to it, or one already destroyed
+ * where its memory still shows it (the common case; using a destroyed object stays undefined behaviour).
  * docs/api.md gives the full semantics. */
 #ifndef SMX_H
 #define SMX_H
@@ -48,7 +51,8 @@ typedef struct smxHandle* smxHandle_t;
  *  SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT (no CUDA device or driver). On failure *handle is set to NULL. */
 SMX_API smxStatus_t smxCreate(smxHandle_t* handle, smxDeviceType_t deviceType, int deviceId);
 
-/** Destroys a handle. NULL is a no-op. Descriptors created from it must be destroyed first. */
+/** Destroys a handle. NULL is a no-op. Descriptors created from it must be destroyed first.
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live handle. */
 SMX_API smxStatus_t smxDestroy(smxHandle_t handle);
 
 /** Reports the device type and id a handle was created with. Either output may be NULL. */
@@ -84,7 +88,8 @@ SMX_API smxStatus_t smxCreateTensorDescriptor(smxTensorDescriptor_t* desc, smxDa
 SMX_API smxStatus_t smxGetTensorDescriptor(smxTensorDescriptor_t desc, smxDataType_t* dtype, int* ndim,
                                            int64_t* shape, int64_t* strides);
 
-/** Destroys a tensor descriptor. NULL is a no-op. Softmax descriptors built from it stay valid. */
+/** Destroys a tensor descriptor. NULL is a no-op. Softmax descriptors built from it stay valid.
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live tensor descriptor. */
 SMX_API smxStatus_t smxDestroyTensorDescriptor(smxTensorDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -139,7 +144,8 @@ SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** 
 SMX_API smxStatus_t smxSoftmaxForward(smxSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes,
                                       void* y, const void* x, void* stream);
 
-/** Destroys a softmax descriptor. NULL is a no-op. Work already enqueued with it is unaffected. */
+/** Destroys a softmax descriptor. NULL is a no-op. Work already enqueued with it is unaffected.
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live softmax descriptor. */
 SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */

@@ -79,13 +79,10 @@ SMX_API smxStatus_t smxCreate(smxHandle_t* handle, smxDeviceType_t deviceType, i
     return smx::guard_api("smxCreate", [&] { return smx::create_handle(handle, device_type, deviceId); });
 }
 
-SMX_API smxStatus_t smxDestroy(smxHandle_t handle) {
-    delete handle;
-    return SMX_STATUS_SUCCESS;
-}
+SMX_API smxStatus_t smxDestroy(smxHandle_t handle) { return smx::destroy_live(handle, "handle"); }
 
 SMX_API smxStatus_t smxGetHandleDevice(smxHandle_t handle, smxDeviceType_t* deviceType, int* deviceId) {
-    if (handle == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "handle is NULL");
+    SMX_RETURN_IF_ERROR(smx::check_live(handle, "handle"));
     if (deviceType != nullptr) *deviceType = handle->device_type;
     if (deviceId != nullptr) *deviceId = handle->device_id;
     return SMX_STATUS_SUCCESS;
