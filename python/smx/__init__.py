@@ -8,7 +8,10 @@ __cuda_array_interface__ (CuPy, Numba) or DLPack. See docs/python.md for the ful
 
 import atexit
 import ctypes
+import operator
 import threading
+
+import numpy as np
 
 from . import _arrays, _cache, _dtypes, _streams
 from ._errors import SmxError, SmxNotImplementedError, SmxRuntimeError, SmxTypeError, SmxValueError, check
@@ -22,6 +25,18 @@ __all__ = ["softmax", "log_softmax", "plan", "version", "library_path", "set_log
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 _LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 6}
+_ACCEPTED_LOG_LEVELS = f"{', '.join(_LOG_LEVELS)} or an int 0-4, 6"
+_C_INT = range(-2 ** 31, 2 ** 31)
+
+
+def _integer(value):
+    """value as an int when it is an integer of any type (it has __index__), else None; bools are not."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def _axis(dim, ndim):
@@ -141,11 +156,21 @@ def library_path():
 
 
 def set_log_level(level):
-    """Sets libsmx's log level: 'trace', 'debug', 'info', 'warn', 'error', 'off' or the smxLogLevel_t int."""
+    """Sets libsmx's log level: 'trace', 'debug', 'info', 'warn', 'error', 'off' or the smxLogLevel_t int.
+
+    Raises TypeError for anything but a str or an int (bools included), ValueError for an unknown level."""
     if isinstance(level, str):
         if level.lower() not in _LOG_LEVELS:
-            raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(_LOG_LEVELS)}")
+            raise ValueError(f"unknown log level {level!r}; expected one of {_ACCEPTED_LOG_LEVELS}")
         level = _LOG_LEVELS[level.lower()]
+    else:
+        number = _integer(level)
+        if number is None:
+            raise TypeError(f"log level must be a str or an int, not {type(level).__name__}; expected one of "
+                            f"{_ACCEPTED_LOG_LEVELS}")
+        if number not in _C_INT:  # ctypes would pass it on cut to 32 bits
+            raise ValueError(f"unknown log level {number}; expected one of {_ACCEPTED_LOG_LEVELS}")
+        level = number
     check(lib.smxSetLogLevel(level))
 
 

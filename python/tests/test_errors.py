@@ -167,6 +167,29 @@ def test_unknown_log_levels_are_value_errors():
     assert isinstance(raised.value, smx.SmxError)
 
 
+@pytest.mark.parametrize("level", [2 ** 40, 2 ** 32 + 4, 2 ** 31, -2 ** 31 - 1],
+                         ids=["2**40", "2**32+4", "2**31", "-2**31-1"])
+def test_log_levels_past_a_c_int_are_value_errors_naming_the_levels(level):
+    # ctypes would pass them on truncated to 32 bits: 2**40 as 0 (trace), 2**32 + 4 as 4 (error).
+    with pytest.raises(ValueError, match=r"trace, debug, info, warn, warning, error, off or an int 0-4, 6"):
+        smx.set_log_level(level)
+
+
+@pytest.mark.parametrize("level", [None, 2.0, True, np.True_, b"info"],
+                         ids=["None", "float", "bool", "numpy_bool", "bytes"])
+def test_log_levels_of_another_type_are_type_errors_naming_the_levels(level):
+    with pytest.raises(TypeError, match=r"trace, debug, info, warn, warning, error, off or an int 0-4, 6"):
+        smx.set_log_level(level)
+
+
+def test_log_levels_take_any_integer_type():
+    try:
+        smx.set_log_level(np.int64(4))
+        smx.set_log_level(np.uint8(6))
+    finally:
+        smx.set_log_level("off")
+
+
 def import_smx_with(environment_library):
     environment = dict(os.environ, SMX_LIBRARY=environment_library, PYTHONPATH=str(PACKAGE_ROOT))
     return subprocess.run([sys.executable, "-c", "import smx"], env=environment, capture_output=True, text=True,
