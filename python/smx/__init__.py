@@ -182,12 +182,16 @@ _in_log_callback = threading.local()  # .active while this thread runs the callb
 def set_log_callback(callback):
     """Routes libsmx's messages to callback(level: int, message: str) (None: back to standard error).
 
-    It may be called from any thread that calls smx. Turns logging on at 'info' unless a level was set."""
+    It may be called from any thread that calls smx. Turns logging on at 'info' unless a level was set.
+    Raises TypeError, installing nothing, when callback is neither callable nor None."""
     global _log_callback
     if getattr(_in_log_callback, "active", False):
         # Refused before taking the lock: another thread may hold it while libsmx waits for this very
         # callback to return (smxSetLogCallback waits for deliveries of the callback it replaces).
         raise RuntimeError("smx.set_log_callback cannot be called from inside a log callback")
+    if callback is not None and not callable(callback):  # else every later message would raise inside ctypes
+        raise TypeError(f"callback must be callable as callback(level, message), or None; got "
+                        f"{type(callback).__name__}")
     if callback is None:
         thunk = ctypes.cast(None, LOG_CALLBACK)
     else:

@@ -190,6 +190,22 @@ def test_log_levels_take_any_integer_type():
         smx.set_log_level("off")
 
 
+@pytest.mark.parametrize("callback", [42, "print", [print]], ids=["int", "str", "list"])
+def test_a_log_callback_that_is_not_callable_is_a_type_error_and_installs_nothing(callback):
+    messages = []
+    smx.set_log_callback(lambda level, message: messages.append(message))
+    try:
+        with pytest.raises(TypeError, match="callable"):
+            smx.set_log_callback(callback)
+        smx.set_log_level("info")
+        smx._cache_clear()
+        smx.softmax(np.ones((2, 3), np.float32))  # creates a handle, which logs at info
+    finally:
+        smx.set_log_level("off")
+        smx.set_log_callback(None)
+    assert any("handle on cpu" in message for message in messages), messages
+
+
 def import_smx_with(environment_library):
     environment = dict(os.environ, SMX_LIBRARY=environment_library, PYTHONPATH=str(PACKAGE_ROOT))
     return subprocess.run([sys.executable, "-c", "import smx"], env=environment, capture_output=True, text=True,
