@@ -92,6 +92,9 @@ def _numpy_data_pointer(array):
 
 
 def _from_numpy(array, view):
+    if type(array) is not np.ndarray and isinstance(array, np.ma.MaskedArray):
+        raise TypeError("masked arrays (numpy.ma.MaskedArray) are not supported: smx would ignore the mask; "
+                        "pass .filled(value) or .data")
     view.library = "numpy"
     view.device_type, view.device_id, view.stream = CPU, 0, 0
     view.dtype = _dtypes.from_numpy(array.dtype)

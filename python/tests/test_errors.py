@@ -147,6 +147,15 @@ def test_more_dims_than_the_library_takes_is_a_value_error():
     assert raised.value.status == 2003
 
 
+@pytest.mark.parametrize("mask", [[[False, True, False]], False], ids=["masked", "nomask"])
+def test_numpy_masked_arrays_are_a_type_error_as_x_and_as_out(rng, mask):
+    masked = np.ma.masked_array(random_array(rng, (1, 3), "float32"), mask=mask)
+    with pytest.raises(TypeError, match="masked arrays"):
+        smx.softmax(masked)
+    with pytest.raises(TypeError, match="masked arrays"):
+        smx.softmax(random_array(rng, (1, 3), "float32"), out=masked)
+
+
 def test_objects_that_are_not_arrays_are_a_type_error():
     with pytest.raises(TypeError, match="builtins.list"):
         smx.softmax([1.0, 2.0])
