@@ -134,7 +134,10 @@ def _from_torch(tensor, stream, view, torch):
 
 
 def _cuda_device_of_pointer(pointer):
-    """The ordinal of the CUDA device that owns `pointer`, asked of the CUDA driver."""
+    """The ordinal of the CUDA device that owns `pointer`, asked of the CUDA driver; 0 without a driver."""
+    if not _driver.available():
+        # No driver, so no device holds it: libsmx's handle for device 0 then says why (3001 or 3002).
+        return 0
     ordinal = ctypes.c_int(-1)
     attribute_device_ordinal = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
     try:
