@@ -40,10 +40,14 @@ def _integer(value):
 
 
 def _axis(dim, ndim):
-    """dim normalized to [0, ndim) (a 0-d tensor counts as 1-d), or IndexError as torch raises it."""
+    """dim, any integer type but bool, normalized to [0, ndim) (a 0-d tensor counts as 1-d), or IndexError
+    as torch raises it."""
     rank = max(ndim, 1)
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        raise TypeError(f"dim must be an int; got {type(dim).__name__}")
+    if type(dim) is not int:
+        index = _integer(dim)
+        if index is None:
+            raise TypeError(f"dim must be an int (any integer type but bool); got {type(dim).__name__}")
+        dim = index
     if not -rank <= dim < rank:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], "
                          f"but got {dim})")
@@ -112,9 +116,10 @@ def _forward(x, dim, dtype, out, stream, mode):
 def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     """softmax of `x` along `dim`: exp(x - max) / sum(exp(x - max)), with PyTorch's semantics.
 
-    x: a NumPy array (CPU), a torch tensor (CPU or CUDA), or a CUDA array exposing
-       __cuda_array_interface__ or __dlpack__ (CuPy, Numba, ...), of float16, bfloat16, float32 or float64.
-    dim: the axis, negative counting from the end; a 0-d x takes dim -1 or 0.
+    x: a NumPy array or scalar (CPU; a scalar is a 0-d input), a torch tensor (CPU or CUDA), or a CUDA array
+       exposing __cuda_array_interface__ or __dlpack__ (CuPy, Numba, ...), of float16, bfloat16, float32 or
+       float64.
+    dim: the axis (any integer type but bool), negative counting from the end; a 0-d x takes dim -1 or 0.
     dtype: the result's dtype (numpy/torch dtype or 'float16', 'bfloat16', 'float32', 'float64');
        float16/bfloat16/float32 go to any of those three (computed in float32), float64 only to float64.
     out: write here instead of allocating (same library, device and shape; out=x works in place).

@@ -55,9 +55,15 @@ def test_zero_dim_array_with_dim_one_is_an_index_error():
         smx.softmax(np.array(2.0, np.float32), 1)
 
 
-def test_non_integer_dim_is_a_type_error(rng):
+@pytest.mark.parametrize("dim", [0.0, True, np.True_, "0", None], ids=["float", "bool", "numpy_bool", "str", "None"])
+def test_non_integer_dim_is_a_type_error(rng, dim):
     with pytest.raises(TypeError, match="dim must be an int"):
-        smx.softmax(random_array(rng, (3,), "float32"), 0.0)
+        smx.softmax(random_array(rng, (3,), "float32"), dim)
+
+
+def test_a_numpy_scalar_as_out_is_refused_as_read_only(rng):
+    with pytest.raises(ValueError, match="read-only"):
+        smx.softmax(np.ones((), np.float32), out=np.float32(0.0))
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "bool", "complex64", "int64"])
