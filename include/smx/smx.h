@@ -11,6 +11,9 @@
  * Descriptor creation validates everything and chooses the execution plan, so forward only launches.
  * Thread safety: distinct handles and descriptors may be used from distinct threads at once; one
  * descriptor may be used by several threads at once for forward calls (it is read-only after creation).
+ * Objects: every function taking a handle or descriptor refuses NULL (SMX_STATUS_BAD_PARAM_NULL_POINTER)
+ * and, with SMX_STATUS_BAD_PARAM_OBJECT, an object of another kind cast to it, or one already destroyed
+ * where its memory still shows it (the common case; using a destroyed object stays undefined behaviour).
  * docs/api.md gives the full semantics. */
 #ifndef SMX_H
 #define SMX_H
@@ -48,7 +51,8 @@ typedef struct smxHandle* smxHandle_t;
  *  SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT (no CUDA device or driver). On failure *handle is set to NULL. */
 SMX_API smxStatus_t smxCreate(smxHandle_t* handle, smxDeviceType_t deviceType, int deviceId);
 
-/** Destroys a handle. NULL is a no-op. Descriptors created from it must be destroyed first. */
+/** Destroys a handle. NULL is a no-op. Descriptors created from it must be destroyed first.
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live handle. */
 SMX_API smxStatus_t smxDestroy(smxHandle_t handle);
 
 /** Reports the device type and id a handle was created with. Either output may be NULL. */
@@ -84,7 +88,8 @@ SMX_API smxStatus_t smxCreateTensorDescriptor(smxTensorDescriptor_t* desc, smxDa
 SMX_API smxStatus_t smxGetTensorDescriptor(smxTensorDescriptor_t desc, smxDataType_t* dtype, int* ndim,
                                            int64_t* shape, int64_t* strides);
 
-/** Destroys a tensor descriptor. NULL is a no-op. Softmax descriptors built from it stay valid. */
+/** Destroys a tensor descriptor. NULL is a no-op. Softmax descriptors built from it stay valid.
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live tensor descriptor. */
 SMX_API smxStatus_t smxDestroyTensorDescriptor(smxTensorDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -129,7 +134,8 @@ SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** 
  *  size) is allowed; any other overlap of y with x is refused with SMX_STATUS_BAD_PARAM_OVERLAP.
  *  CUDA: enqueues on `stream` (a cudaStream_t; NULL is the default stream) and returns without waiting;
  *  it never synchronizes or allocates, so it may be captured in a CUDA graph. CPU: `stream` is ignored and
- *  the call returns when y is written. Tensors with zero elements succeed and do nothing.
+ *  the call returns when y is written; a worker thread that cannot be started leaves its rows to the
+ *  calling thread rather than failing the call. Tensors with zero elements succeed and do nothing.
  *  Semantics follow PyTorch: a row holding +inf or NaN gives NaN for the whole row; a row of all -inf
  *  gives NaN; -inf among finite values gives 0 (log: -inf); an axis of size 1 gives 1 (log: 0).
  *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or x/y with elements to compute),
@@ -138,7 +144,8 @@ SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** 
 SMX_API smxStatus_t smxSoftmaxForward(smxSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes,
                                       void* y, const void* x, void* stream);
 
-/** Destroys a softmax descriptor. NULL is a no-op. Work already enqueued with it is unaffected. */
+/** Destroys a softmax descriptor. NULL is a no-op. Work already enqueued with it is unaffected.
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live softmax descriptor. */
 SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -159,7 +166,8 @@ typedef enum smxLogLevel_t {
  *  It may be called from any thread that calls smx, on several at once, so it must be thread-safe. It may
  *  call smx itself: messages raised by those calls on its thread are not delivered (no recursion), and
  *  they leave the last-error message its caller will read unchanged; only smxSetLogCallback is refused
- *  there (SMX_STATUS_NOT_SUPPORTED). */
+ *  there (SMX_STATUS_NOT_SUPPORTED). It must not throw (a C++ callback): smx catches and discards anything
+ *  it throws, so only that message is lost; the call that logged it returns as if nothing happened. */
 typedef void (*smxLogCallback_t)(smxLogLevel_t level, const char* message, void* userData);
 
 /** Sets the level below which messages are dropped. The library is silent by default (SMX_LOG_OFF),

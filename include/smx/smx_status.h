@@ -29,6 +29,7 @@ typedef enum smxStatus_t {
     SMX_STATUS_BAD_PARAM_MODE = 2009,         /**< not an smxSoftmaxMode_t value */
     SMX_STATUS_BAD_PARAM_DEVICE = 2010,       /**< bad device type or id, or data on another device */
     SMX_STATUS_BAD_PARAM_ALIGNMENT = 2011,    /**< a data pointer not aligned to its element size */
+    SMX_STATUS_BAD_PARAM_OBJECT = 2012,       /**< not a live smx object of the kind the argument takes */
 
     SMX_STATUS_NOT_SUPPORTED = 3000,               /**< valid, but not supported (generic) */
     SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT = 3001, /**< no such device on this machine */

@@ -8,7 +8,10 @@ __cuda_array_interface__ (CuPy, Numba) or DLPack. See docs/python.md for the ful
 
 import atexit
 import ctypes
+import operator
 import threading
+
+import numpy as np
 
 from . import _arrays, _cache, _dtypes, _streams
 from ._errors import SmxError, SmxNotImplementedError, SmxRuntimeError, SmxTypeError, SmxValueError, check
@@ -22,13 +25,29 @@ __all__ = ["softmax", "log_softmax", "plan", "version", "library_path", "set_log
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 _LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 6}
+_ACCEPTED_LOG_LEVELS = f"{', '.join(_LOG_LEVELS)} or an int 0-4, 6"
+_C_INT = range(-2 ** 31, 2 ** 31)
+
+
+def _integer(value):
+    """value as an int when it is an integer of any type (it has __index__), else None; bools are not."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def _axis(dim, ndim):
-    """dim normalized to [0, ndim) (a 0-d tensor counts as 1-d), or IndexError as torch raises it."""
+    """dim, any integer type but bool, normalized to [0, ndim) (a 0-d tensor counts as 1-d), or IndexError
+    as torch raises it."""
     rank = max(ndim, 1)
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        raise TypeError(f"dim must be an int; got {type(dim).__name__}")
+    if type(dim) is not int:
+        index = _integer(dim)
+        if index is None:
+            raise TypeError(f"dim must be an int (any integer type but bool); got {type(dim).__name__}")
+        dim = index
     if not -rank <= dim < rank:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], "
                          f"but got {dim})")
@@ -97,9 +116,10 @@ def _forward(x, dim, dtype, out, stream, mode):
 def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     """softmax of `x` along `dim`: exp(x - max) / sum(exp(x - max)), with PyTorch's semantics.
 
-    x: a NumPy array (CPU), a torch tensor (CPU or CUDA), or a CUDA array exposing
-       __cuda_array_interface__ or __dlpack__ (CuPy, Numba, ...), of float16, bfloat16, float32 or float64.
-    dim: the axis, negative counting from the end; a 0-d x takes dim -1 or 0.
+    x: a NumPy array or scalar (CPU; a scalar is a 0-d input), a torch tensor (CPU or CUDA), or a CUDA array
+       exposing __cuda_array_interface__ or __dlpack__ (CuPy, Numba, ...), of float16, bfloat16, float32 or
+       float64.
+    dim: the axis (any integer type but bool), negative counting from the end; a 0-d x takes dim -1 or 0.
     dtype: the result's dtype (numpy/torch dtype or 'float16', 'bfloat16', 'float32', 'float64');
        any pair of them, computed in float32, or in float64 where either side is float64, rounded once.
     out: write here instead of allocating (same library, device and shape; out=x works in place).
@@ -141,11 +161,21 @@ def library_path():
 
 
 def set_log_level(level):
-    """Sets libsmx's log level: 'trace', 'debug', 'info', 'warn', 'error', 'off' or the smxLogLevel_t int."""
+    """Sets libsmx's log level: 'trace', 'debug', 'info', 'warn', 'error', 'off' or the smxLogLevel_t int.
+
+    Raises TypeError for anything but a str or an int (bools included), ValueError for an unknown level."""
     if isinstance(level, str):
         if level.lower() not in _LOG_LEVELS:
-            raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(_LOG_LEVELS)}")
+            raise ValueError(f"unknown log level {level!r}; expected one of {_ACCEPTED_LOG_LEVELS}")
         level = _LOG_LEVELS[level.lower()]
+    else:
+        number = _integer(level)
+        if number is None:
+            raise TypeError(f"log level must be a str or an int, not {type(level).__name__}; expected one of "
+                            f"{_ACCEPTED_LOG_LEVELS}")
+        if number not in _C_INT:  # ctypes would pass it on cut to 32 bits
+            raise ValueError(f"unknown log level {number}; expected one of {_ACCEPTED_LOG_LEVELS}")
+        level = number
     check(lib.smxSetLogLevel(level))
 
 
@@ -157,12 +187,16 @@ _in_log_callback = threading.local()  # .active while this thread runs the callb
 def set_log_callback(callback):
     """Routes libsmx's messages to callback(level: int, message: str) (None: back to standard error).
 
-    It may be called from any thread that calls smx. Turns logging on at 'info' unless a level was set."""
+    It may be called from any thread that calls smx. Turns logging on at 'info' unless a level was set.
+    Raises TypeError, installing nothing, when callback is neither callable nor None."""
     global _log_callback
     if getattr(_in_log_callback, "active", False):
         # Refused before taking the lock: another thread may hold it while libsmx waits for this very
         # callback to return (smxSetLogCallback waits for deliveries of the callback it replaces).
         raise RuntimeError("smx.set_log_callback cannot be called from inside a log callback")
+    if callback is not None and not callable(callback):  # else every later message would raise inside ctypes
+        raise TypeError(f"callback must be callable as callback(level, message), or None; got "
+                        f"{type(callback).__name__}")
     if callback is None:
         thunk = ctypes.cast(None, LOG_CALLBACK)
     else:

@@ -1,7 +1,7 @@
 """What smx needs from an array object, read without copying: device, pointer, shape, element strides,
 dtype; plus allocating results and workspaces in the array's own library.
 
-Sources, cheapest first: NumPy arrays (CPU), torch.Tensor (read directly when torch is imported),
+Sources, cheapest first: NumPy arrays and scalars (CPU), torch.Tensor (read directly when torch is imported),
 objects with __cuda_array_interface__ (CuPy, Numba, ...), objects with __dlpack__."""
 
 import ctypes
@@ -92,6 +92,9 @@ def _numpy_data_pointer(array):
 
 
 def _from_numpy(array, view):
+    if type(array) is not np.ndarray and isinstance(array, np.ma.MaskedArray):
+        raise TypeError("masked arrays (numpy.ma.MaskedArray) are not supported: smx would ignore the mask; "
+                        "pass .filled(value) or .data")
     view.library = "numpy"
     view.device_type, view.device_id, view.stream = CPU, 0, 0
     view.dtype = _dtypes.from_numpy(array.dtype)
@@ -99,6 +102,15 @@ def _from_numpy(array, view):
     view.strides = _element_strides(array.strides, array.shape, array.itemsize)
     view.pointer = _numpy_data_pointer(array)
     view.read_only = not array.flags.writeable
+
+
+def _from_numpy_scalar(scalar, view):
+    """A NumPy scalar (np.float32(3.0)) as the 0-d array it converts to, held by the view for the call.
+    Read-only: a scalar is immutable, so what smx wrote to its copy would be lost."""
+    array = np.asarray(scalar)
+    _from_numpy(array, view)
+    view.keepalive = array
+    view.read_only = True
 
 
 def _current_torch_stream(torch, device):
@@ -131,7 +143,10 @@ def _from_torch(tensor, stream, view, torch):
 
 
 def _cuda_device_of_pointer(pointer):
-    """The ordinal of the CUDA device that owns `pointer`, asked of the CUDA driver."""
+    """The ordinal of the CUDA device that owns `pointer`, asked of the CUDA driver; 0 without a driver."""
+    if not _driver.available():
+        # No driver, so no device holds it: libsmx's handle for device 0 then says why (3001 or 3002).
+        return 0
     ordinal = ctypes.c_int(-1)
     attribute_device_ordinal = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
     try:
@@ -204,6 +219,8 @@ def describe(obj, stream, writable):
     view.producer_stream = None
     if isinstance(obj, np.ndarray):
         _from_numpy(obj, view)
+    elif isinstance(obj, np.generic):
+        _from_numpy_scalar(obj, view)
     else:
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(obj, torch.Tensor):

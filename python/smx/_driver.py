@@ -9,7 +9,9 @@ calls that need it."""
 import ctypes
 import threading
 
-__all__ = ["call", "has", "DriverError"]
+__all__ = ["call", "has", "available", "DriverError"]
+
+_LIBRARY_NAME = "libcuda.so.1"
 
 _P = ctypes.POINTER
 # name: argument types. Every function returns a CUresult (int, 0 = CUDA_SUCCESS). The _v2 context names
@@ -47,18 +49,33 @@ class DriverError(RuntimeError):
         self.result = result
 
 
-def _function(name):
+def _load():
+    """The driver library, loaded on first use (OSError where it cannot be); call with _lock held."""
     global _library
+    if _library is None:
+        _library = ctypes.CDLL(_LIBRARY_NAME)
+    return _library
+
+
+def _function(name):
     function = _functions.get(name)
     if function is None:
         with _lock:
-            if _library is None:
-                _library = ctypes.CDLL("libcuda.so.1")
-            function = getattr(_library, name)  # AttributeError where this driver lacks it
+            function = getattr(_load(), name)  # AttributeError where this driver lacks it
             function.argtypes = _SIGNATURES[name]
             function.restype = ctypes.c_int
             _functions[name] = function  # published only once typed: another thread may call it at once
     return function
+
+
+def available():
+    """Whether the CUDA driver library loads on this machine."""
+    with _lock:
+        try:
+            _load()
+        except OSError:
+            return False
+    return True
 
 
 def has(name):

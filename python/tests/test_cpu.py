@@ -143,6 +143,34 @@ def test_zero_dim_array_is_a_one_element_axis(rng, dim, log):
     assert y == (0.0 if log else 1.0)
 
 
+@pytest.mark.parametrize("log", MODES)
+@pytest.mark.parametrize("name", ["float16", "float32", "float64", "bfloat16"])
+def test_numpy_scalars_are_zero_dim_inputs(name, log):
+    scalar_type = numpy_dtype(name).type
+    y = run(scalar_type(3.0), -1, log)
+    assert isinstance(y, np.ndarray) and y.shape == () and y.dtype == numpy_dtype(name)
+    assert y == (0.0 if log else 1.0)
+    assert np.isnan(run(scalar_type(np.inf), 0, log))
+
+
+class _Index:
+    """An integer type of its own, as any object with __index__ is."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+@pytest.mark.parametrize("dim", [np.int64(1), np.int32(-1), np.uint8(1), _Index(1), _Index(-1)],
+                         ids=["int64", "int32", "uint8", "index", "negative_index"])
+def test_dim_takes_any_integer_type(rng, dim):
+    x = random_array(rng, (3, 5), "float32")
+    assert_close(smx.softmax(x, dim), reference(x, 1, False), False)
+    assert smx.plan(x, dim).startswith("cpu")
+
+
 @pytest.mark.parametrize("spelling", ["float16", np.float16, np.dtype("float16"), "f2", "<f2"],
                          ids=["name", "type", "dtype", "char", "typestr"])
 def test_dtype_argument_spellings(rng, spelling):

@@ -55,9 +55,15 @@ def test_zero_dim_array_with_dim_one_is_an_index_error():
         smx.softmax(np.array(2.0, np.float32), 1)
 
 
-def test_non_integer_dim_is_a_type_error(rng):
+@pytest.mark.parametrize("dim", [0.0, True, np.True_, "0", None], ids=["float", "bool", "numpy_bool", "str", "None"])
+def test_non_integer_dim_is_a_type_error(rng, dim):
     with pytest.raises(TypeError, match="dim must be an int"):
-        smx.softmax(random_array(rng, (3,), "float32"), 0.0)
+        smx.softmax(random_array(rng, (3,), "float32"), dim)
+
+
+def test_a_numpy_scalar_as_out_is_refused_as_read_only(rng):
+    with pytest.raises(ValueError, match="read-only"):
+        smx.softmax(np.ones((), np.float32), out=np.float32(0.0))
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "bool", "complex64", "int64"])
@@ -150,6 +156,15 @@ def test_more_dims_than_the_library_takes_is_a_value_error():
     assert raised.value.status == 2003
 
 
+@pytest.mark.parametrize("mask", [[[False, True, False]], False], ids=["masked", "nomask"])
+def test_numpy_masked_arrays_are_a_type_error_as_x_and_as_out(rng, mask):
+    masked = np.ma.masked_array(random_array(rng, (1, 3), "float32"), mask=mask)
+    with pytest.raises(TypeError, match="masked arrays"):
+        smx.softmax(masked)
+    with pytest.raises(TypeError, match="masked arrays"):
+        smx.softmax(random_array(rng, (1, 3), "float32"), out=masked)
+
+
 def test_objects_that_are_not_arrays_are_a_type_error():
     with pytest.raises(TypeError, match="builtins.list"):
         smx.softmax([1.0, 2.0])
@@ -168,6 +183,45 @@ def test_unknown_log_levels_are_value_errors():
     with pytest.raises(ValueError) as raised:
         smx.set_log_level(5)
     assert isinstance(raised.value, smx.SmxError)
+
+
+@pytest.mark.parametrize("level", [2 ** 40, 2 ** 32 + 4, 2 ** 31, -2 ** 31 - 1],
+                         ids=["2**40", "2**32+4", "2**31", "-2**31-1"])
+def test_log_levels_past_a_c_int_are_value_errors_naming_the_levels(level):
+    # ctypes would pass them on truncated to 32 bits: 2**40 as 0 (trace), 2**32 + 4 as 4 (error).
+    with pytest.raises(ValueError, match=r"trace, debug, info, warn, warning, error, off or an int 0-4, 6"):
+        smx.set_log_level(level)
+
+
+@pytest.mark.parametrize("level", [None, 2.0, True, np.True_, b"info"],
+                         ids=["None", "float", "bool", "numpy_bool", "bytes"])
+def test_log_levels_of_another_type_are_type_errors_naming_the_levels(level):
+    with pytest.raises(TypeError, match=r"trace, debug, info, warn, warning, error, off or an int 0-4, 6"):
+        smx.set_log_level(level)
+
+
+def test_log_levels_take_any_integer_type():
+    try:
+        smx.set_log_level(np.int64(4))
+        smx.set_log_level(np.uint8(6))
+    finally:
+        smx.set_log_level("off")
+
+
+@pytest.mark.parametrize("callback", [42, "print", [print]], ids=["int", "str", "list"])
+def test_a_log_callback_that_is_not_callable_is_a_type_error_and_installs_nothing(callback):
+    messages = []
+    smx.set_log_callback(lambda level, message: messages.append(message))
+    try:
+        with pytest.raises(TypeError, match="callable"):
+            smx.set_log_callback(callback)
+        smx.set_log_level("info")
+        smx._cache_clear()
+        smx.softmax(np.ones((2, 3), np.float32))  # creates a handle, which logs at info
+    finally:
+        smx.set_log_level("off")
+        smx.set_log_callback(None)
+    assert any("handle on cpu" in message for message in messages), messages
 
 
 def import_smx_with(environment_library):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import smx
-from smx import _arrays, _dlpack, _streams
+from smx import _arrays, _dlpack, _driver, _streams
 from conftest import assert_close, poisoned, random_array, reference
 
 
@@ -34,16 +34,24 @@ class LegacyDLPackOnly(DLPackOnly):
         return self.array.__dlpack__(stream=stream)
 
 
-class FakeCudaArray:
-    """Host memory dressed as a CUDA array through __cuda_array_interface__ (v3), to test its parsing."""
+class BareCudaArray:
+    """Host memory dressed as a CUDA array through __cuda_array_interface__ (v3) alone: nothing names its
+    device, so smx asks the CUDA driver which device holds the pointer."""
 
-    def __init__(self, array, device_id=3, stream=None, typestr=None):
+    def __init__(self, array, stream=None, typestr=None):
         self.array = array
-        self.device_id = device_id
         self.__cuda_array_interface__ = {
             "shape": array.shape, "typestr": typestr or array.dtype.str, "strides": array.strides,
             "data": (array.__array_interface__["data"][0], not array.flags.writeable), "version": 3,
             "stream": stream}
+
+
+class FakeCudaArray(BareCudaArray):
+    """A BareCudaArray that names its device through __dlpack_device__, to test the interface's parsing."""
+
+    def __init__(self, array, device_id=3, stream=None, typestr=None):
+        super().__init__(array, stream, typestr)
+        self.device_id = device_id
 
     def __dlpack_device__(self):
         return (2, self.device_id)
@@ -137,6 +145,25 @@ def test_cuda_arrays_go_to_the_cuda_backend(rng):
     # A CPU-only libsmx has no CUDA backend (3002); one with it but no GPU has no device (3001); with a GPU
     # the CUDA backend refuses host memory (2010). Each shows the call reached the CUDA handle.
     assert raised.value.status in (3001, 3002, 2010)
+
+
+def test_an_interface_array_without_a_device_and_no_cuda_driver_is_refused_by_the_cuda_backend(rng, monkeypatch):
+    # As on a machine without the driver: libcuda.so.1 does not load. Was: a raw OSError from ctypes.
+    monkeypatch.setattr(_driver, "_LIBRARY_NAME", "libcuda-absent-for-this-test.so.1")
+    monkeypatch.setattr(_driver, "_library", None)
+    monkeypatch.setattr(_driver, "_functions", {})
+    x = BareCudaArray(random_array(rng, (2, 8), "float32"))
+    out = BareCudaArray(np.empty((2, 8), np.float32))
+    with pytest.raises(smx.SmxError) as raised:
+        smx.softmax(x, out=out)
+    handle = ctypes.c_void_p()
+    cuda_handle_status = smx._lib.lib.smxCreate(ctypes.byref(handle), _arrays.CUDA, 0)
+    if cuda_handle_status == 0:  # libsmx itself reaches a GPU here, and refuses host memory as device 0's
+        smx._lib.lib.smxDestroy(handle)
+        assert raised.value.status == 2010
+    else:  # what every driverless machine gives: no CUDA backend (3002) or no device (3001)
+        assert isinstance(raised.value, smx.SmxNotImplementedError)
+        assert raised.value.status == cuda_handle_status
 
 
 def test_output_on_another_device_is_refused(rng):

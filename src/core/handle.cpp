@@ -1,7 +1,9 @@
 // handle.cpp - smxCreate / smxDestroy: bind to a device and cache its limits.
 #include "core/handle.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -17,14 +19,29 @@
 namespace smx {
 namespace {
 
-// Threads the CPU backend may use: SMX_CPU_THREADS if set to a positive number, else every hardware thread.
+// The most threads a CPU handle's forward may use, whatever SMX_CPU_THREADS or the hardware says: it bounds
+// what a stray value can make one forward start.
+constexpr int kMaxCpuThreads = 1024;
+
+// SMX_CPU_THREADS as a count in 1..kMaxCpuThreads (larger values capped), or 0 when it is not a positive
+// decimal integer made of digits only.
+int parse_cpu_threads(const char* text) {
+    if (*text == '\0') return 0;
+    int value = 0;
+    for (; *text != '\0'; ++text) {
+        if (*text < '0' || *text > '9') return 0;
+        value = std::min(value * 10 + (*text - '0'), kMaxCpuThreads + 1);  // saturates: never overflows
+    }
+    return std::min(value, kMaxCpuThreads);
+}
+
+// Threads the CPU backend may use: SMX_CPU_THREADS if it is a positive integer, else every hardware thread.
 int cpu_thread_budget() {
     if (const char* text = std::getenv("SMX_CPU_THREADS")) {
-        const long requested = std::strtol(text, nullptr, 10);
-        if (requested > 0) return static_cast<int>(requested);
+        if (const int requested = parse_cpu_threads(text)) return requested;
     }
     const unsigned hardware = std::thread::hardware_concurrency();
-    return hardware > 0 ? static_cast<int>(hardware) : 1;
+    return static_cast<int>(std::clamp<unsigned>(hardware, 1, kMaxCpuThreads));
 }
 
 smxStatus_t create_handle(smxHandle_t* out, int device_type, int device_id) {
@@ -61,9 +78,10 @@ smxStatus_t create_handle(smxHandle_t* out, int device_type, int device_id) {
                         "device type {} is not an smxDeviceType_t (SMX_DEVICE_CPU=1, SMX_DEVICE_CUDA=2)",
                         device_type);
     }
-    *out = new smxHandle(candidate);
+    auto created = std::make_unique<smxHandle>(candidate);
     log_info("handle on {} device {} ({}, {} SMs/threads)", device_type == SMX_DEVICE_CPU ? "cpu" : "cuda",
              device_id, candidate.limits.name, candidate.limits.multiprocessor_count);
+    *out = created.release();  // last: nothing after it can fail and leave the caller a handle it never got
     return SMX_STATUS_SUCCESS;
 }
 
@@ -77,13 +95,10 @@ SMX_API smxStatus_t smxCreate(smxHandle_t* handle, smxDeviceType_t deviceType, i
     return smx::guard_api("smxCreate", [&] { return smx::create_handle(handle, device_type, deviceId); });
 }
 
-SMX_API smxStatus_t smxDestroy(smxHandle_t handle) {
-    delete handle;
-    return SMX_STATUS_SUCCESS;
-}
+SMX_API smxStatus_t smxDestroy(smxHandle_t handle) { return smx::destroy_live(handle, "handle"); }
 
 SMX_API smxStatus_t smxGetHandleDevice(smxHandle_t handle, smxDeviceType_t* deviceType, int* deviceId) {
-    if (handle == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "handle is NULL");
+    SMX_RETURN_IF_ERROR(smx::check_live(handle, "handle"));
     if (deviceType != nullptr) *deviceType = handle->device_type;
     if (deviceId != nullptr) *deviceId = handle->device_id;
     return SMX_STATUS_SUCCESS;

@@ -2,9 +2,11 @@
 #pragma once
 
 #include "core/device_limits.hpp"
+#include "core/object_tag.hpp"
 #include "smx/smx.h"
 
 struct smxHandle {
+    SMX_OBJECT_TAG("smxHandle_t");
     smxDeviceType_t device_type;
     int device_id;
     smx::DeviceLimits limits;  // read once in smxCreate

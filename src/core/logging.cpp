@@ -85,9 +85,9 @@ protected:
             std::fprintf(stderr, "[smx %s] %s\n", spdlog::level::to_string_view(msg.level).data(), text.c_str());
             return;
         }
-        // Ends the delivery even if the callback throws (spdlog catches what a sink throws, so the process
-        // goes on): the flag is cleared, the caller's last error restored (smx calls made by the callback
-        // must not change the one its caller is about to read) and the delivery counted out.
+        // Ends the delivery on every path: the flag is cleared, the caller's last error restored (smx calls
+        // made by the callback must not change the one its caller is about to read) and the delivery
+        // counted out.
         struct Delivery {
             unsigned slot;
             std::string last_error = smxGetLastErrorMessage();
@@ -101,14 +101,23 @@ protected:
             Delivery(const Delivery&) = delete;
             Delivery& operator=(const Delivery&) = delete;
         } delivery(slot);
-        callback(from_spdlog(msg.level), text.c_str(), user_data);
+        try {
+            callback(from_spdlog(msg.level), text.c_str(), user_data);
+        } catch (...) {
+            // A callback must not throw (smx.h); one that does loses its message and changes nothing else.
+        }
     }
     void flush_() override {}
 };
 
 spdlog::logger& logger() {
     // Not registered in spdlog's global registry: an application's own spdlog use stays untouched.
-    static spdlog::logger instance("smx", std::make_shared<RoutingSink>());
+    static spdlog::logger instance = [] {
+        spdlog::logger created("smx", std::make_shared<RoutingSink>());
+        // spdlog's default handler prints its own failures (e.g. no memory to format) to standard error.
+        created.set_error_handler([](const std::string&) {});
+        return created;
+    }();
     return instance;
 }
 

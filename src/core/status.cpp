@@ -35,6 +35,7 @@ SMX_API const char* smxGetStatusString(smxStatus_t status_argument) {
         case SMX_STATUS_BAD_PARAM_MODE: return "SMX_STATUS_BAD_PARAM_MODE: unknown softmax mode";
         case SMX_STATUS_BAD_PARAM_DEVICE: return "SMX_STATUS_BAD_PARAM_DEVICE: invalid device, or data on another device";
         case SMX_STATUS_BAD_PARAM_ALIGNMENT: return "SMX_STATUS_BAD_PARAM_ALIGNMENT: data pointer not aligned to its element size";
+        case SMX_STATUS_BAD_PARAM_OBJECT: return "SMX_STATUS_BAD_PARAM_OBJECT: not a live handle or descriptor of the expected kind";
         case SMX_STATUS_NOT_SUPPORTED: return "SMX_STATUS_NOT_SUPPORTED: not supported";
         case SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT: return "SMX_STATUS_NOT_SUPPORTED_DEVICE_ABSENT: no such device on this machine";
         case SMX_STATUS_NOT_SUPPORTED_BACKEND_NOT_BUILT: return "SMX_STATUS_NOT_SUPPORTED_BACKEND_NOT_BUILT: backend not built into this library";

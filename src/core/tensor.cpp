@@ -114,7 +114,7 @@ SMX_API smxStatus_t smxCreateTensorDescriptor(smxTensorDescriptor_t* desc, smxDa
 SMX_API smxStatus_t smxGetTensorDescriptor(smxTensorDescriptor_t desc, smxDataType_t* dtype, int* ndim,
                                            int64_t* shape, int64_t* strides) {
     return smx::guard_api("smxGetTensorDescriptor", [&]() -> smxStatus_t {
-        if (desc == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc is NULL");
+        SMX_RETURN_IF_ERROR(smx::check_live(desc, "desc"));
         if (dtype != nullptr) *dtype = desc->dtype;
         if (ndim != nullptr) *ndim = desc->ndim;
         for (int i = 0; i < desc->ndim; ++i) {
@@ -125,9 +125,6 @@ SMX_API smxStatus_t smxGetTensorDescriptor(smxTensorDescriptor_t desc, smxDataTy
     });
 }
 
-SMX_API smxStatus_t smxDestroyTensorDescriptor(smxTensorDescriptor_t desc) {
-    delete desc;
-    return SMX_STATUS_SUCCESS;
-}
+SMX_API smxStatus_t smxDestroyTensorDescriptor(smxTensorDescriptor_t desc) { return smx::destroy_live(desc, "desc"); }
 
 }  // extern "C"

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <string>
 
+#include "core/object_tag.hpp"
 #include "smx/smx.h"
 
 struct smxTensorDescriptor {
+    SMX_OBJECT_TAG("smxTensorDescriptor_t");
     smxDataType_t dtype;
     int ndim;
     std::int64_t shape[SMX_MAX_DIMS];

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -28,6 +29,16 @@ template <smxDataType_t D>
 struct Element {
     static double load(const void* base, std::int64_t index) { return load_as_double(base, D, index); }
     static void store(void* base, std::int64_t index, double value) { store_from_double(base, D, index, value); }
+};
+
+// Joins every joinable thread of `threads` when it goes out of scope, on every path out of the scope.
+struct JoinAll {
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+        for (std::thread& thread : threads) {
+            if (thread.joinable()) thread.join();
+        }
+    }
 };
 
 class CpuSoftmaxPlan final : public SoftmaxPlan {
@@ -50,22 +61,23 @@ public:
             return SMX_STATUS_SUCCESS;
         }
         std::vector<std::thread> workers;
-        workers.reserve(threads_ - 1);
+        const JoinAll join_on_exit{workers};  // a joinable std::thread destroyed unjoined calls std::terminate
         const std::int64_t chunk = (info_.rows + threads_ - 1) / threads_;
         std::int64_t handed_out = std::min(info_.rows, chunk);  // rows [0, handed_out) have an owner
         try {
+            workers.reserve(threads_ - 1);  // up front: a failure in the loop is then a thread start's own
             for (int t = 1; t < threads_ && handed_out < info_.rows; ++t) {
                 const std::int64_t end = std::min(info_.rows, handed_out + chunk);
                 workers.emplace_back(rows_fn, std::cref(info_), handed_out, end, y, x);
                 handed_out = end;
             }
+        } catch (const std::bad_alloc&) {
+            // No memory for a thread's state: as below, this thread computes the rows nobody took.
         } catch (const std::system_error&) {
-            // The system refused a thread: the started ones must still be joined (else std::terminate),
-            // and this thread computes the rows nobody took.
+            // The system refused a thread: this thread computes the rows nobody took.
         }
         rows_fn(info_, 0, std::min(info_.rows, chunk), y, x);
         if (handed_out < info_.rows) rows_fn(info_, handed_out, info_.rows, y, x);
-        for (std::thread& worker : workers) worker.join();
         return SMX_STATUS_SUCCESS;
     }
 

@@ -3,7 +3,6 @@
 
 #if SMX_TEST_WITH_CUDA
 
-#include <cstdlib>
 #include <sstream>
 #include <utility>
 
@@ -139,21 +138,6 @@ std::string kernel_kind(const std::string& plan) {
     if (plan.compare(0, prefix.size(), prefix) != 0) return "";
     const std::size_t end = plan.find(' ', prefix.size());
     return plan.substr(prefix.size(), end == std::string::npos ? std::string::npos : end - prefix.size());
-}
-
-ScopedEnvironment::ScopedEnvironment(const char* name, const char* value) : name_(name) {
-    const char* previous = std::getenv(name);
-    had_value_ = previous != nullptr;
-    if (had_value_) previous_ = previous;
-    setenv(name, value, 1);
-}
-
-ScopedEnvironment::~ScopedEnvironment() {
-    if (had_value_) {
-        setenv(name_.c_str(), previous_.c_str(), 1);
-    } else {
-        unsetenv(name_.c_str());
-    }
 }
 
 std::string plan_for_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/environment.hpp"
 #include "support/reference.hpp"
 
 // Fails the current test with the CUDA error text and the call that produced it.
@@ -129,22 +130,6 @@ std::string check_random_rows(smxHandle_t handle, smxDataType_t x_dtype, smxData
 // The kernel kind of a CUDA plan text: the word after "cuda " ("warp", "block-regs", ...); "" if the
 // text does not start with "cuda ".
 std::string kernel_kind(const std::string& plan);
-
-// Sets the environment variable `name` to `value` for the guard's lifetime and restores its previous value
-// (or its absence) after. Plans read their knobs when a descriptor is created, so a test can run a plan
-// the rule would not choose for its shape.
-class ScopedEnvironment {
-public:
-    ScopedEnvironment(const char* name, const char* value);
-    ~ScopedEnvironment();
-    ScopedEnvironment(const ScopedEnvironment&) = delete;
-    ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-
-private:
-    std::string name_;
-    bool had_value_ = false;
-    std::string previous_;
-};
 
 // SMX_CUDA_LONG_ROWS (cluster|grid|split|steps: the plan's long-rows rule overridden) for the guard's
 // lifetime.

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/handle.hpp"
 #include "core/logging.hpp"
+#include "core/object_tag.hpp"
 #include "core/tensor.hpp"
 #include "cpu/softmax_cpu.hpp"
 #include "ops/softmax/info.hpp"
@@ -18,6 +19,7 @@
 #endif
 
 struct smxSoftmaxDescriptor {
+    SMX_OBJECT_TAG("smxSoftmaxDescriptor_t");
     smxDeviceType_t device_type;  // copied from the handle: the descriptor does not keep the handle
     int device_id;
     smx::SoftmaxInfo info;
@@ -31,7 +33,9 @@ smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, i
                               smxTensorDescriptor_t y_desc, smxTensorDescriptor_t x_desc) {
     if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc (the output pointer) is NULL");
     *out = nullptr;
-    if (handle == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "handle is NULL");
+    SMX_RETURN_IF_ERROR(check_live(handle, "handle"));
+    SMX_RETURN_IF_ERROR(check_live(x_desc, "xDesc"));
+    SMX_RETURN_IF_ERROR(check_live(y_desc, "yDesc"));
     auto desc = std::make_unique<smxSoftmaxDescriptor>();
     desc->device_type = handle->device_type;
     desc->device_id = handle->device_id;
@@ -54,7 +58,7 @@ smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, i
 
 smxStatus_t forward(smxSoftmaxDescriptor_t desc, void* workspace, std::size_t workspace_bytes, void* y,
                     const void* x, void* stream) {
-    if (desc == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc is NULL");
+    SMX_RETURN_IF_ERROR(check_live(desc, "desc"));
     if (desc->info.numel == 0) return SMX_STATUS_SUCCESS;  // zero-size tensors: nothing to do, nothing launched
     if (x == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "x is NULL but the tensor has {} elements", desc->info.numel);
     if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "y is NULL but the tensor has {} elements", desc->info.numel);
@@ -92,14 +96,14 @@ SMX_API smxStatus_t smxCreateSoftmaxDescriptor(smxHandle_t handle, smxSoftmaxDes
 }
 
 SMX_API smxStatus_t smxGetSoftmaxWorkspaceSize(smxSoftmaxDescriptor_t desc, size_t* workspaceBytes) {
-    if (desc == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc is NULL");
+    SMX_RETURN_IF_ERROR(smx::check_live(desc, "desc"));
     if (workspaceBytes == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "workspaceBytes is NULL");
     *workspaceBytes = desc->plan->workspace_bytes();
     return SMX_STATUS_SUCCESS;
 }
 
 SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** plan) {
-    if (desc == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc is NULL");
+    SMX_RETURN_IF_ERROR(smx::check_live(desc, "desc"));
     if (plan == nullptr) return smx::fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "plan is NULL");
     *plan = desc->plan->description().c_str();
     return SMX_STATUS_SUCCESS;
@@ -112,8 +116,7 @@ SMX_API smxStatus_t smxSoftmaxForward(smxSoftmaxDescriptor_t desc, void* workspa
 }
 
 SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc) {
-    delete desc;
-    return SMX_STATUS_SUCCESS;
+    return smx::destroy_live(desc, "desc");
 }
 
 }  // extern "C"

@@ -1,0 +1,146 @@
+// A CPU forward whose worker threads cannot all start. This executable replaces the global operator new
+// and pthread_create (libsmx binds to both at run time, the executable's definitions first), so a test can
+// make exactly the Nth allocation, or the Nth thread start, after arming fail inside smxSoftmaxForward's
+// spawn loop. It is its own executable so the replacements touch no other test; it runs under ASan too
+// (the replacements allocate with malloc and forward to the next pthread_create, ASan's interceptor there).
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <new>
+
+#include "support/environment.hpp"
+#include "support/reference.hpp"
+
+using Catch::Matchers::Contains;
+using namespace smx_test;
+
+namespace {
+
+// A countdown per fault: while positive it is armed, and the call that takes it from 1 to 0 fails.
+std::atomic<long> g_allocations_until_failure{0};
+std::atomic<long> g_thread_starts_until_failure{0};
+std::atomic<long> g_faults_injected{0};
+
+bool take_fault(std::atomic<long>& countdown) {
+    long left = countdown.load();
+    while (left > 0 && !countdown.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left != 1) return false;
+    ++g_faults_injected;
+    return true;
+}
+
+void* allocate(std::size_t bytes) noexcept {
+    if (take_fault(g_allocations_until_failure)) return nullptr;
+    return std::malloc(bytes == 0 ? 1 : bytes);
+}
+
+void* allocate_or_throw(std::size_t bytes) {
+    if (void* memory = allocate(bytes)) return memory;
+    throw std::bad_alloc();
+}
+
+// Arms one fault for the duration of one call: the Nth allocation or thread start from now on fails.
+class ArmedFault {
+public:
+    ArmedFault(std::atomic<long>& countdown, long nth) : countdown_(countdown) {
+        g_faults_injected = 0;
+        countdown_ = nth;
+    }
+    ~ArmedFault() { countdown_ = 0; }
+    // Whether the armed call was reached (and failed) before disarming.
+    static bool fired() { return g_faults_injected.load() > 0; }
+    ArmedFault(const ArmedFault&) = delete;
+    ArmedFault& operator=(const ArmedFault&) = delete;
+
+private:
+    std::atomic<long>& countdown_;
+};
+
+}  // namespace
+
+void* operator new(std::size_t bytes) { return allocate_or_throw(bytes); }
+void* operator new[](std::size_t bytes) { return allocate_or_throw(bytes); }
+void* operator new(std::size_t bytes, const std::nothrow_t&) noexcept { return allocate(bytes); }
+void* operator new[](std::size_t bytes, const std::nothrow_t&) noexcept { return allocate(bytes); }
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete[](void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+void operator delete[](void* memory, std::size_t) noexcept { std::free(memory); }
+void operator delete(void* memory, const std::nothrow_t&) noexcept { std::free(memory); }
+void operator delete[](void* memory, const std::nothrow_t&) noexcept { std::free(memory); }
+
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attributes, void* (*start)(void*),
+                              void* argument) noexcept {
+    using Create = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+    static const Create next = reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
+    if (take_fault(g_thread_starts_until_failure)) return EAGAIN;  // what the system says at its thread limit
+    return next(thread, attributes, start, argument);
+}
+
+namespace {
+
+// 64 rows of 65536 f32 on a handle allowed 8 threads: a forward that starts 7 workers.
+struct ThreadedForward {
+    ScopedEnvironment threads{"SMX_CPU_THREADS", "8"};
+    Handle handle{SMX_DEVICE_CPU, 0};
+    HostTensor x = make_tensor(SMX_DTYPE_F32, {64, 65536});
+    HostTensor y = make_tensor(SMX_DTYPE_F32, {64, 65536});
+    TensorDesc x_desc{x};
+    TensorDesc y_desc{y};
+    SoftmaxDesc desc{handle.handle, SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc};
+
+    ThreadedForward() {
+        REQUIRE(handle.status == SMX_STATUS_SUCCESS);
+        REQUIRE(desc.status == SMX_STATUS_SUCCESS);
+        const char* plan = nullptr;
+        REQUIRE(smxGetSoftmaxPlan(desc.desc, &plan) == SMX_STATUS_SUCCESS);
+        REQUIRE_THAT(plan, Contains("threads=8"));
+        fill_random(x, test_rng());
+    }
+    smxStatus_t run() { return smxSoftmaxForward(desc.desc, nullptr, 0, y.data(), x.data(), nullptr); }
+};
+
+// Runs the forward with the Nth call counted by `countdown` failing, for N = 1, 2, ... until a forward
+// no longer reaches the Nth call: every one must succeed and write what the unfaulted forward writes.
+// Returns how many N were reached, i.e. how many chances to fail the forward had.
+int check_every_fault_point(std::atomic<long>& countdown) {
+    ThreadedForward forward;
+    REQUIRE(forward.run() == SMX_STATUS_SUCCESS);
+    REQUIRE(compare_to_reference(forward.y, reference_softmax(forward.x, 1, false), false) == "");
+    const std::vector<unsigned char> expected = forward.y.storage;
+    int reached = 0;
+    for (long nth = 1;; ++nth) {
+        poison(forward.y);
+        smxStatus_t status;
+        bool fired;
+        {
+            ArmedFault fault(countdown, nth);
+            status = forward.run();
+            fired = ArmedFault::fired();
+        }
+        if (!fired) break;
+        ++reached;
+        INFO("fault at call " << nth << ": " << smxGetStatusString(status) << " " << smxGetLastErrorMessage());
+        CHECK(status == SMX_STATUS_SUCCESS);
+        const bool every_row_written = forward.y.storage == expected;  // the caller computed the rows no worker took
+        CHECK(every_row_written);
+    }
+    return reached;
+}
+
+}  // namespace
+
+TEST_CASE("a failed allocation while forward starts its threads still computes every row", "[cpu][faults]") {
+    // One chance per worker (its std::thread state) at least, most of them with earlier workers running.
+    CHECK(check_every_fault_point(g_allocations_until_failure) >= 7);
+}
+
+TEST_CASE("a thread the system refuses to start still leaves every row computed", "[cpu][faults]") {
+    CHECK(check_every_fault_point(g_thread_starts_until_failure) == 7);
+}
