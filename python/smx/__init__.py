@@ -8,6 +8,8 @@ __cuda_array_interface__ (CuPy, Numba) or DLPack. See docs/python.md for the ful
 
 import atexit
 import ctypes
+import importlib
+import sys
 import threading
 
 from . import _arrays, _cache, _dtypes, _streams
@@ -94,6 +96,15 @@ def _forward(x, dim, dtype, out, stream, mode):
     return y
 
 
+def _torch_route(x):
+    """smx.torch (imported on first use) when x is a torch tensor, whose calls go through torch.ops.smx;
+    else None. torch itself is never imported here: whoever holds a tensor has imported it."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return None
+    return sys.modules.get(__name__ + ".torch") or importlib.import_module(__name__ + ".torch")
+
+
 def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     """softmax of `x` along `dim`: exp(x - max) / sum(exp(x - max)), with PyTorch's semantics.
 
@@ -107,12 +118,19 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
        for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default.
        A __cuda_array_interface__ stream (of x or out) other than it is ordered before and after the launch.
        CUDA calls return without waiting, like any kernel launch. Checked, then ignored, on the CPU.
-    Returns out, or a new array in x's library with x's dimension order."""
+    Returns out, or a new array in x's library with x's dimension order (torch: torch.empty_like(x)'s).
+    torch tensors go through torch.ops.smx.softmax (smx.torch): autograd, torch.compile, CUDA graphs."""
+    route = _torch_route(x)
+    if route is not None:
+        return route.softmax(x, dim, dtype, out, stream)
     return _forward(x, dim, dtype, out, stream, _SOFTMAX)
 
 
 def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     """log-softmax of `x` along `dim`: x - max - log(sum(exp(x - max))). Arguments as for softmax()."""
+    route = _torch_route(x)
+    if route is not None:
+        return route.log_softmax(x, dim, dtype, out, stream)
     return _forward(x, dim, dtype, out, stream, _LOG_SOFTMAX)
 
 
