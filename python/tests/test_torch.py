@@ -2,6 +2,7 @@
 reference, fake tensors, opcheck, torch.compile(fullgraph=True), autograd, errors, and smx.softmax's routing
 of torch tensors through the operators. The CUDA side is in test_torch_cuda.py."""
 
+import json
 import os
 import subprocess
 import sys
@@ -356,3 +357,19 @@ def test_the_python_kernels_where_the_extension_is_not_used(tmp_path):
     done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
+
+def test_host_overhead_bench_runs_on_cpu_tensors_and_writes_json(tmp_path):
+    # The CI smoke run of bench/host_overhead.py (its figures matter on a GPU, where the lead runs it).
+    report = tmp_path / "host_overhead.json"
+    environment = dict(os.environ, SMX_LIBRARY=smx.library_path())
+    done = subprocess.run([sys.executable, str(PACKAGE_ROOT.parent / "bench" / "host_overhead.py"), "--device", "cpu",
+                           "--shape", "4x8", "--shape", "2x3x4:float16", "--calls", "5", "--samples", "2",
+                           "--warm-up", "1", "--json", str(report)],
+                          env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = json.loads(report.read_text())
+    assert written["device"] == "cpu" and written["torch"] == torch.__version__ and written["commit"]
+    callers = {"torch.softmax", "torch.ops.smx.softmax", "smx.softmax", "smx ctypes path"}
+    assert {(row["caller"], row["variant"], tuple(row["shape"])) for row in written["results"]} == {
+        (caller, variant, shape) for caller in callers for variant in ("plain", "out=") for shape in ((4, 8), (2, 3, 4))}
+    assert all(row["host_us"] > 0 and len(row["host_samples_us"]) == 2 for row in written["results"])
