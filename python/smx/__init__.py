@@ -1,4 +1,4 @@
-"""smx: softmax and log-softmax on CPU and CUDA through libsmx's C API (ctypes, no compiled extension).
+"""smx: softmax and log-softmax on CPU and CUDA through libsmx's C API (ctypes, and torch.ops.smx for torch).
 
     import numpy as np, smx
     y = smx.softmax(np.random.rand(4, 10).astype(np.float32), dim=-1)
