@@ -180,19 +180,25 @@ def test_torch_compile_fullgraph_traces_every_call_into_one_graph(rng):
     torch.testing.assert_close(got, smx_everywhere(x, torch.empty_like(x)), rtol=1e-6, atol=1e-6)
 
 
+def assert_compiled_matches_eager(loss, x, loss_tolerance, grad_tolerance):
+    """loss(x) and its gradient through torch.compile(fullgraph=True) (inductor) against eager, each
+    tolerance an (rtol, atol) pair."""
+    compiled = torch.compile(loss, fullgraph=True)
+    eager_x, compiled_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    eager_loss, compiled_loss = loss(eager_x), compiled(compiled_x)
+    eager_loss.backward()
+    compiled_loss.backward()
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=loss_tolerance[0], atol=loss_tolerance[1])
+    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=grad_tolerance[0], atol=grad_tolerance[1])
+
+
 def test_torch_compile_with_inductor_and_autograd_matches_eager(rng):
     x = random_tensor(rng, (16, 40), "float32")
 
     def loss(x):
         return (smx.softmax(x, -1) * torch.arange(40.0)).sum() + smx.log_softmax(x, 0).square().mean()
 
-    compiled = torch.compile(loss, fullgraph=True)
-    eager_x, compiled_x = x.clone().requires_grad_(), x.clone().requires_grad_()
-    eager_loss, compiled_loss = loss(eager_x), compiled(compiled_x)
-    eager_loss.backward()
-    compiled_loss.backward()
-    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=1e-5, atol=1e-6)
+    assert_compiled_matches_eager(loss, x, loss_tolerance=(1e-5, 1e-5), grad_tolerance=(1e-5, 1e-6))
 
 
 @pytest.mark.parametrize("log", MODES)

@@ -9,6 +9,7 @@ import pytest
 
 import smx
 from test_cuda import _UNAVAILABLE, assert_matches_torch, generator, poisoned, random_tensor  # noqa: F401
+from test_torch import assert_compiled_matches_eager
 
 torch = pytest.importorskip("torch", reason="the operators need PyTorch")
 import smx.torch as smx_torch  # noqa: E402,F401  (defines torch.ops.smx)
@@ -29,13 +30,7 @@ def test_torch_compile_fullgraph_with_inductor_matches_eager_forward_and_backwar
         logs = smx.log_softmax(x, 0, dtype=torch.bfloat16)
         return (probabilities * weights).sum() + logs.float().mean()
 
-    compiled = torch.compile(loss, fullgraph=True)
-    eager_x, compiled_x = x.clone().requires_grad_(), x.clone().requires_grad_()
-    eager_loss, compiled_loss = loss(eager_x), compiled(compiled_x)
-    eager_loss.backward()
-    compiled_loss.backward()
-    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-5, atol=1e-4)
-    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=1e-4, atol=1e-6)
+    assert_compiled_matches_eager(loss, x, loss_tolerance=(1e-5, 1e-4), grad_tolerance=(1e-4, 1e-6))
 
 
 def test_torch_compile_reduce_overhead_replays_cuda_graphs_of_smx(generator):
