@@ -33,6 +33,15 @@ def test_torch_compile_fullgraph_with_inductor_matches_eager_forward_and_backwar
     assert_compiled_matches_eager(loss, x, loss_tolerance=(1e-5, 1e-4), grad_tolerance=(1e-4, 1e-6))
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_opcheck_passes_on_cuda_tensors(generator, name):
+    packet = getattr(torch.ops.smx, name)
+    x = random_tensor(generator, (33, 257), "float32")
+    for args in [(x, 1, None), (x.t(), 0, torch.float16), (x.detach().requires_grad_(), -1, None)]:
+        torch.library.opcheck(packet.default, args)
+    torch.library.opcheck(packet.out, (x, 1), {"out": torch.empty(33, 257, device="cuda", dtype=torch.bfloat16)})
+
+
 def test_torch_compile_reduce_overhead_replays_cuda_graphs_of_smx(generator):
     def step(x):
         return smx.log_softmax(smx.softmax(x, -1) * 4.0, 0)
