@@ -8,7 +8,6 @@ __cuda_array_interface__ (CuPy, Numba) or DLPack. See docs/python.md for the ful
 
 import atexit
 import ctypes
-import importlib
 import sys
 import threading
 
@@ -102,7 +101,8 @@ def _torch_route(x):
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(x, torch.Tensor):
         return None
-    return sys.modules.get(__name__ + ".torch") or importlib.import_module(__name__ + ".torch")
+    from . import torch as operators  # an import statement, which torch.compile can trace on a first call
+    return operators
 
 
 def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):

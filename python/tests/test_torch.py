@@ -180,6 +180,18 @@ def test_torch_compile_fullgraph_traces_every_call_into_one_graph(rng):
     torch.testing.assert_close(got, smx_everywhere(x, torch.empty_like(x)), rtol=1e-6, atol=1e-6)
 
 
+def test_torch_compile_fullgraph_of_smx_s_first_torch_call_in_a_process():
+    # smx.softmax imports smx.torch on its first torch tensor; under torch.compile that import is traced.
+    script = ("import torch, smx\n"
+              "x = torch.randn(3, 7)\n"
+              "got = torch.compile(lambda t: smx.softmax(t, -1) + 1, fullgraph=True)(x)\n"
+              "torch.testing.assert_close(got, torch.softmax(x, -1) + 1)\n"
+              "print('ok')\n")
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), SMX_LIBRARY=smx.library_path())
+    done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 def assert_compiled_matches_eager(loss, x, loss_tolerance, grad_tolerance):
     """loss(x) and its gradient through torch.compile(fullgraph=True) (inductor) against eager, each
     tolerance an (rtol, atol) pair."""
