@@ -40,7 +40,7 @@ def callers(x, out):
     softmax_op, softmax_out_op = torch.ops.smx.softmax.default, torch.ops.smx.softmax.out
     return {
         "torch.softmax": (lambda: torch.softmax(x, -1), lambda: torch.softmax(x, -1, out=out)),
-        "torch.ops.smx.softmax": (lambda: softmax_op(x, -1), lambda: softmax_out_op(x, -1, out=out)),
+        "torch.ops.smx.softmax": (lambda: softmax_op(x, -1), lambda: softmax_out_op(x, -1, y=out)),
         "smx.softmax": (lambda: smx.softmax(x, -1), lambda: smx.softmax(x, -1, out=out)),
         # The ctypes binding's own call, which NumPy and CuPy arrays still take: the cost the operators remove.
         "smx ctypes path": (lambda: smx._forward(x, -1, None, None, None, 1),

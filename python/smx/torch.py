@@ -27,13 +27,14 @@ __all__ = ["softmax", "log_softmax", "backend", "extension_path"]
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 
 # Every operator's schema; its kernels are registered under the same name in csrc/smx_torch.cpp and in
-# _register_python_kernels, its fake kernel below. The .out overloads write `out` and return nothing
-# (torch.compile functionalizes a custom op's mutation only when it returns no alias of it).
+# _register_python_kernels, its fake kernel below. The .out overloads write `y` and return nothing
+# (torch.compile functionalizes a custom op's mutation only when it returns no alias of it); `y`, not
+# `out`: torch.compile gives an `out=` keyword torch's resize semantics and refuses a non-contiguous one.
 _SCHEMAS = [
     "softmax(Tensor x, int dim=-1, ScalarType? dtype=None) -> Tensor",
-    "softmax.out(Tensor x, int dim=-1, ScalarType? dtype=None, *, Tensor(a!) out) -> ()",
+    "softmax.out(Tensor x, int dim=-1, ScalarType? dtype=None, *, Tensor(a!) y) -> ()",
     "log_softmax(Tensor x, int dim=-1, ScalarType? dtype=None) -> Tensor",
-    "log_softmax.out(Tensor x, int dim=-1, ScalarType? dtype=None, *, Tensor(a!) out) -> ()",
+    "log_softmax.out(Tensor x, int dim=-1, ScalarType? dtype=None, *, Tensor(a!) y) -> ()",
 ]
 
 _library = torch.library.Library("smx", "DEF")  # module-level: the definitions live as long as it does
@@ -82,10 +83,10 @@ def _result_like(x, dim=-1, dtype=None):
     return torch.empty_like(x, dtype=dtype or x.dtype)
 
 
-def _check_out_call(x, dim=-1, dtype=None, *, out):
+def _check_out_call(x, dim=-1, dtype=None, *, y):
     _check_dtype(x.dtype)
     _check_dim(dim, x.dim())
-    _check_out(x, dtype, out)
+    _check_out(x, dtype, y)
 
 
 for _name in ("softmax", "log_softmax"):
@@ -170,9 +171,9 @@ def _register_python_kernels():
         return kernel
 
     def out_variant(mode):
-        def kernel(x, dim=-1, dtype=None, *, out):
-            _check_out_call(x, dim, dtype, out=out)
-            _forward(x, dim, None, out, None, mode)
+        def kernel(x, dim=-1, dtype=None, *, y):
+            _check_out_call(x, dim, dtype, y=y)
+            _forward(x, dim, None, y, None, mode)
         return kernel
 
     def setup_context(ctx, inputs, output):
@@ -265,7 +266,7 @@ def _run(functional, out_variant, x, dim, dtype, out, stream):
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out is a {_arrays.library_of(out)} array but x is a torch array; smx writes only "
                             "into arrays of x's own library")
-        out_variant(x, dim, dtype, out=out)
+        out_variant(x, dim, dtype, y=out)
         return out
     except (RuntimeError, ValueError, TypeError) as error:  # NotImplementedError is a RuntimeError
         translated = _smx_error(error)

@@ -89,7 +89,7 @@ def test_every_half_and_single_dtype_pair_by_dtype_and_by_out(rng, x_name, y_nam
     assert y.dtype == DTYPES[y_name]
     assert_matches_reference(y, x, 1, log)
     out = torch.full((6, 129), float("nan"), dtype=DTYPES[y_name])
-    assert op(log, "out")(x, 0, out=out) is None
+    assert op(log, "out")(x, 0, y=out) is None
     assert_matches_reference(out, x, 0, log)
 
 
@@ -132,7 +132,7 @@ def test_fake_kernels_refuse_what_the_real_kernels_refuse(rng):
         with pytest.raises(TypeError, match="got dtype int32"):
             torch.ops.smx.softmax(mode.from_tensor(torch.ones(3, dtype=torch.int32)), 0)
         with pytest.raises(ValueError, match=r"out has shape \(5, 3\) but x has shape \(3, 5\)"):
-            torch.ops.smx.softmax.out(fake, 0, out=mode.from_tensor(torch.empty(5, 3)))
+            torch.ops.smx.softmax.out(fake, 0, y=mode.from_tensor(torch.empty(5, 3)))
 
 
 @pytest.mark.parametrize("name", OPERATORS)
@@ -142,8 +142,8 @@ def test_opcheck_passes_for_every_overload(rng, name):
     for args in [(x, 1, None), (x.t(), 0, torch.bfloat16), (x.detach().requires_grad_(), -1, None),
                  (random_tensor(rng, (3, 4), "float64").requires_grad_(), 0, None)]:
         torch.library.opcheck(packet.default, args)
-    torch.library.opcheck(packet.out, (x, 1), {"out": torch.empty(5, 7, dtype=torch.float16)})
-    torch.library.opcheck(packet.out, (x.t(), 0, torch.float32), {"out": torch.empty(7, 5)[:, :]})
+    torch.library.opcheck(packet.out, (x, 1), {"y": torch.empty(5, 7, dtype=torch.float16)})
+    torch.library.opcheck(packet.out, (x.t(), 0, torch.float32), {"y": torch.empty(5, 7).t()})
 
 
 class GraphRecorder:
@@ -178,6 +178,25 @@ def test_torch_compile_fullgraph_traces_every_call_into_one_graph(rng):
     smx_targets = sorted(target for target in recorder.targets() if target.startswith("smx."))
     assert smx_targets == ["smx.log_softmax", "smx.log_softmax.default", "smx.softmax.default", "smx.softmax.out"]
     torch.testing.assert_close(got, smx_everywhere(x, torch.empty_like(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_torch_compile_fullgraph_writes_in_place_and_into_strided_views(rng):
+    # out= a non-contiguous view of a graph input, and out=x: functionalized writes, no graph break.
+    x = random_tensor(rng, (4, 16), "float32")
+
+    def into_views(x, buffer):
+        y = x * 1.0
+        smx.softmax(y, out=y)
+        smx.log_softmax(x, 0, out=buffer[:, ::2])
+        smx.softmax(x.t(), 1, out=buffer[:, 1::2].t())
+        return y + 1
+
+    buffer, expected_buffer = torch.zeros(4, 32), torch.zeros(4, 32)
+    expected = into_views(x, expected_buffer)
+    got = torch.compile(into_views, fullgraph=True)(x, buffer)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(buffer, expected_buffer, rtol=1e-6, atol=1e-6)
+    assert_matches_reference(buffer[:, ::2], x, 0, True)
 
 
 def test_torch_compile_fullgraph_of_smx_s_first_torch_call_in_a_process():

@@ -39,7 +39,7 @@ def test_opcheck_passes_on_cuda_tensors(generator, name):
     x = random_tensor(generator, (33, 257), "float32")
     for args in [(x, 1, None), (x.t(), 0, torch.float16), (x.detach().requires_grad_(), -1, None)]:
         torch.library.opcheck(packet.default, args)
-    torch.library.opcheck(packet.out, (x, 1), {"out": torch.empty(33, 257, device="cuda", dtype=torch.bfloat16)})
+    torch.library.opcheck(packet.out, (x, 1), {"y": torch.empty(33, 257, device="cuda", dtype=torch.bfloat16)})
 
 
 def test_torch_compile_reduce_overhead_replays_cuda_graphs_of_smx(generator):
