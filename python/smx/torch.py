@@ -44,10 +44,13 @@ for _schema in _SCHEMAS:
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
 def _check_dtype(dtype):
     if dtype not in _DTYPES:
-        raise TypeError(f"smx supports float16, bfloat16, float32 and float64; got dtype "
-                        f"{str(dtype).replace('torch.', '')}")
+        raise TypeError(f"smx supports float16, bfloat16, float32 and float64; got dtype {_dtype_name(dtype)}")
 
 
 def _check_dim(dim, ndim):
@@ -69,8 +72,7 @@ def _check_out(x, dtype, out):
         raise ValueError(f"out has shape {tuple(out.shape)} but x has shape {tuple(x.shape)}")
     _check_dtype(out.dtype)
     if dtype is not None and dtype != out.dtype:
-        raise TypeError(f"dtype={str(dtype).replace('torch.', '')} disagrees with out's dtype "
-                        f"{str(out.dtype).replace('torch.', '')}")
+        raise TypeError(f"dtype={_dtype_name(dtype)} disagrees with out's dtype {_dtype_name(out.dtype)}")
 
 
 # Fake kernels: the result's metadata exactly as the real kernels make it (torch.empty_like's layout, which
