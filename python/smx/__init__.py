@@ -95,14 +95,23 @@ def _forward(x, dim, dtype, out, stream, mode):
     return y
 
 
+_operators = None  # smx.torch, once a torch tensor has come
+
+
+def _import_operators():
+    global _operators
+    from . import torch as operators  # an import statement, which torch.compile can trace on a first call
+    _operators = operators
+    return operators
+
+
 def _torch_route(x):
     """smx.torch (imported on first use) when x is a torch tensor, whose calls go through torch.ops.smx;
     else None. torch itself is never imported here: whoever holds a tensor has imported it."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(x, torch.Tensor):
         return None
-    from . import torch as operators  # an import statement, which torch.compile can trace on a first call
-    return operators
+    return _operators or _import_operators()
 
 
 def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
