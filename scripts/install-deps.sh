@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # install-deps.sh - installs what building and testing smx needs on Debian 12, and nothing when it is there.
 #   scripts/install-deps.sh build   compilers, CMake, spdlog/fmt, Catch2 (enough for smx-bench and ctest)
-#   scripts/install-deps.sh test    also clang + libFuzzer, pkg-config, pip, and numpy/pytest/ml_dtypes
+#   scripts/install-deps.sh test    also clang + libFuzzer, pkg-config, pip, ninja, and numpy/pytest/ml_dtypes/torch
+#                                   (torch from PyPI, ~1 min here: the tests build smx's torch extension with
+#                                   g++ and ninja on first use)
 # apt-get update runs only when a package is missing. Needs root, or sudo.
 set -euo pipefail
 
@@ -11,8 +13,8 @@ python_modules=()
 case "$profile" in
     build) ;;
     test)
-        apt_packages+=(clang libclang-rt-14-dev pkg-config python3 python3-pip)
-        python_modules=(numpy pytest ml_dtypes)
+        apt_packages+=(clang libclang-rt-14-dev pkg-config python3 python3-pip ninja-build)
+        python_modules=(numpy pytest ml_dtypes torch)
         ;;
     *) echo "usage: $0 [build|test]" >&2; exit 2 ;;
 esac

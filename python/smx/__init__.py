@@ -1,4 +1,4 @@
-"""smx: softmax and log-softmax on CPU and CUDA through libsmx's C API (ctypes, no compiled extension).
+"""smx: softmax and log-softmax on CPU and CUDA through libsmx's C API (ctypes, and torch.ops.smx for torch).
 
     import numpy as np, smx
     y = smx.softmax(np.random.rand(4, 10).astype(np.float32), dim=-1)
@@ -9,6 +9,7 @@ __cuda_array_interface__ (CuPy, Numba) or DLPack. See docs/python.md for the ful
 import atexit
 import ctypes
 import operator
+import sys
 import threading
 
 import numpy as np
@@ -113,6 +114,25 @@ def _forward(x, dim, dtype, out, stream, mode):
     return y
 
 
+_operators = None  # smx.torch, once a torch tensor has come
+
+
+def _import_operators():
+    global _operators
+    from . import torch as operators  # an import statement, which torch.compile can trace on a first call
+    _operators = operators
+    return operators
+
+
+def _torch_route(x):
+    """smx.torch (imported on first use) when x is a torch tensor, whose calls go through torch.ops.smx;
+    else None. torch itself is never imported here: whoever holds a tensor has imported it."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return None
+    return _operators or _import_operators()
+
+
 def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     """softmax of `x` along `dim`: exp(x - max) / sum(exp(x - max)), with PyTorch's semantics.
 
@@ -127,12 +147,19 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
        for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default.
        A __cuda_array_interface__ stream (of x or out) other than it is ordered before and after the launch.
        CUDA calls return without waiting, like any kernel launch. Checked, then ignored, on the CPU.
-    Returns out, or a new array in x's library with x's dimension order."""
+    Returns out, or a new array in x's library with x's dimension order (torch: torch.empty_like(x)'s).
+    torch tensors go through torch.ops.smx.softmax (smx.torch): autograd, torch.compile, CUDA graphs."""
+    route = _torch_route(x)
+    if route is not None:
+        return route.softmax(x, dim, dtype, out, stream)
     return _forward(x, dim, dtype, out, stream, _SOFTMAX)
 
 
 def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     """log-softmax of `x` along `dim`: x - max - log(sum(exp(x - max))). Arguments as for softmax()."""
+    route = _torch_route(x)
+    if route is not None:
+        return route.log_softmax(x, dim, dtype, out, stream)
     return _forward(x, dim, dtype, out, stream, _LOG_SOFTMAX)
 
 

@@ -1,0 +1,539 @@
+// smx_torch.cpp - the CPU, CUDA and Autograd kernels of torch.ops.smx.*, built by smx/torch.py on first use
+// against the installed torch (torch.utils.cpp_extension.load) and loaded with torch.ops.load_library.
+//
+// The schemas, fake kernels and error translation live in smx/torch.py; this file holds what runs per call.
+// It calls libsmx through function pointers handed over by the ctypes binding (smx_torch_bind), so it uses
+// the very libsmx smx/_lib.py loaded, and it needs no CUDA headers: the current stream comes from c10's
+// device guard interface. Descriptors are cached per problem, as the ctypes binding caches them.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_log_softmax_backward_data.h>
+#include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/WrapDimMinimal.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include <array>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------------
+// libsmx's C API (include/smx/smx.h), declared here as the ctypes binding declares it: the package ships
+// without the headers, and the ABI these signatures describe is stable.
+
+using Status = int;
+enum : int { kDeviceCpu = 1, kDeviceCuda = 2 };                       // smxDeviceType_t
+enum : int { kF16 = 1, kBF16 = 2, kF32 = 3, kF64 = 4 };                // smxDataType_t
+enum : int { kSoftmax = 1, kLogSoftmax = 2 };                          // smxSoftmaxMode_t
+constexpr int kMaxDims = 8;                                            // SMX_MAX_DIMS
+constexpr std::size_t kWorkspaceAlignment = 256;                       // the binding's, above smx.h's 16
+
+struct Api {
+    const char* (*smxGetStatusString)(Status) = nullptr;
+    const char* (*smxGetLastErrorMessage)() = nullptr;
+    Status (*smxCreate)(void**, int, int) = nullptr;
+    Status (*smxDestroy)(void*) = nullptr;
+    Status (*smxCreateTensorDescriptor)(void**, int, int, const int64_t*, const int64_t*) = nullptr;
+    Status (*smxDestroyTensorDescriptor)(void*) = nullptr;
+    Status (*smxCreateSoftmaxDescriptor)(void*, void**, int, int, void*, void*) = nullptr;
+    Status (*smxGetSoftmaxWorkspaceSize)(void*, std::size_t*) = nullptr;
+    Status (*smxSoftmaxForward)(void*, void*, std::size_t, void*, const void*, void*) = nullptr;
+    Status (*smxDestroySoftmaxDescriptor)(void*) = nullptr;
+};
+
+Api api;
+bool api_bound = false;
+
+// Raises the torch exception of a failed libsmx call's category (the ctypes binding's SmxError classes,
+// smx/_errors.py); smx/torch.py turns it back into that class from the "[NAME] (smx status N)" tail.
+[[noreturn]] void raise_status(Status status, const std::string& detail) {
+    const char* name = api.smxGetStatusString(status);
+    std::ostringstream message;
+    message << (detail.empty() ? name : detail) << " [" << name << "] (smx status " << status << ")";
+    if (status >= 2000 && status < 3000) TORCH_CHECK_VALUE(false, message.str());
+    if (status == 3003) TORCH_CHECK_TYPE(false, message.str());
+    if (status >= 3000 && status < 4000) TORCH_CHECK_NOT_IMPLEMENTED(false, message.str());
+    TORCH_CHECK(false, message.str());
+}
+
+std::string last_error() {
+    const char* message = api.smxGetLastErrorMessage();
+    return message ? message : "";
+}
+
+void check(Status status) {
+    if (status != 0) raise_status(status, last_error());
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Handles (one per device) and descriptors (an LRU keyed by the whole problem), shared by all threads.
+
+struct Handle {
+    void* pointer = nullptr;
+    ~Handle() {
+        if (pointer) api.smxDestroy(pointer);
+    }
+};
+
+// A descriptor of any smx operation: its destroy function comes with it, so one cache serves them all.
+struct Descriptor {
+    void* pointer = nullptr;
+    std::size_t workspace_bytes = 0;
+    Status (*destroy)(void*) = nullptr;
+    std::shared_ptr<Handle> handle;  // destroyed after the descriptor, as smx.h requires
+    ~Descriptor() {
+        if (pointer) destroy(pointer);
+    }
+};
+
+// Everything that decides a descriptor, as integers: operation, device, axis, dtypes, shape, strides.
+struct ProblemKey {
+    std::array<int64_t, 8 + 4 * kMaxDims> words{};
+    std::size_t size = 0;
+    void add(int64_t word) { words[size++] = word; }
+    bool operator==(const ProblemKey& other) const {
+        if (size != other.size) return false;
+        for (std::size_t i = 0; i < size; ++i)
+            if (words[i] != other.words[i]) return false;
+        return true;
+    }
+};
+
+struct ProblemKeyHash {
+    std::size_t operator()(const ProblemKey& key) const {
+        uint64_t hash = 1469598103934665603ull;  // FNV-1a over the words
+        for (std::size_t i = 0; i < key.size; ++i) {
+            hash ^= static_cast<uint64_t>(key.words[i]);
+            hash *= 1099511628211ull;
+        }
+        return static_cast<std::size_t>(hash);
+    }
+};
+
+constexpr std::size_t kMaxDescriptors = 256;  // as the ctypes binding's cache (smx/_cache.py)
+
+class Cache {
+public:
+    std::shared_ptr<Descriptor> find(const ProblemKey& key) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto found = index_.find(key);
+        if (found == index_.end()) {
+            ++misses_;
+            return nullptr;
+        }
+        ++hits_;
+        order_.splice(order_.begin(), order_, found->second);
+        return found->second->second;
+    }
+
+    // Inserts a descriptor made outside the lock; a racing thread's entry for the same key wins.
+    std::shared_ptr<Descriptor> insert(const ProblemKey& key, std::shared_ptr<Descriptor> made) {
+        std::shared_ptr<Descriptor> evicted;  // destroyed after the lock is released
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto found = index_.find(key);
+        if (found != index_.end()) return found->second->second;
+        order_.emplace_front(key, made);
+        index_.emplace(key, order_.begin());
+        if (order_.size() > kMaxDescriptors) {
+            evicted = std::move(order_.back().second);
+            index_.erase(order_.back().first);
+            order_.pop_back();
+        }
+        return made;
+    }
+
+    // Created outside the lock too: libsmx logs while creating, and a log callback may call smx again.
+    std::shared_ptr<Handle> handle(int device_type, int device_index) {
+        const int64_t slot = device_type * 1024 + device_index;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto found = handles_.find(slot);
+            if (found != handles_.end()) return found->second;
+        }
+        auto made = std::make_shared<Handle>();
+        check(api.smxCreate(&made->pointer, device_type, device_index));
+        std::lock_guard<std::mutex> lock(mutex_);
+        return handles_.emplace(slot, std::move(made)).first->second;
+    }
+
+    std::array<int64_t, 4> info() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return {hits_, misses_, static_cast<int64_t>(order_.size()), static_cast<int64_t>(handles_.size())};
+    }
+
+    // Drops everything; descriptors a running call still holds are destroyed when it lets go of them.
+    void clear() {
+        std::list<std::pair<ProblemKey, std::shared_ptr<Descriptor>>> order;
+        std::unordered_map<int64_t, std::shared_ptr<Handle>> handles;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            order.swap(order_);
+            handles.swap(handles_);
+            index_.clear();
+            hits_ = misses_ = 0;
+        }
+    }
+
+private:
+    std::mutex mutex_;
+    std::list<std::pair<ProblemKey, std::shared_ptr<Descriptor>>> order_;  // most recently used first
+    std::unordered_map<ProblemKey, decltype(order_)::iterator, ProblemKeyHash> index_;
+    std::unordered_map<int64_t, std::shared_ptr<Handle>> handles_;
+    int64_t hits_ = 0, misses_ = 0;
+};
+
+// Never destroyed: at process exit libsmx or the CUDA runtime may be gone before static destructors run;
+// smx/torch.py empties it at interpreter exit instead (smx_torch_release).
+Cache& cache = *new Cache();
+
+// ------------------------------------------------------------------------------------------------------
+// Tensors as libsmx sees them.
+
+int dtype_code(at::ScalarType type) {
+    switch (type) {
+        case at::kHalf: return kF16;
+        case at::kBFloat16: return kBF16;
+        case at::kFloat: return kF32;
+        case at::kDouble: return kF64;
+        default: return 0;
+    }
+}
+
+// A dtype as Python spells it (torch.int64 -> "int64"), so messages read as the fake kernels' do.
+std::string dtype_name(at::ScalarType type) {
+    switch (type) {
+        case at::kHalf: return "float16";
+        case at::kBFloat16: return "bfloat16";
+        case at::kFloat: return "float32";
+        case at::kDouble: return "float64";
+        case at::kByte: return "uint8";
+        case at::kChar: return "int8";
+        case at::kShort: return "int16";
+        case at::kInt: return "int32";
+        case at::kLong: return "int64";
+        case at::kBool: return "bool";
+        case at::kComplexHalf: return "complex32";
+        case at::kComplexFloat: return "complex64";
+        case at::kComplexDouble: return "complex128";
+        default: return c10::toString(type);
+    }
+}
+
+void check_dtype(at::ScalarType type) {
+    TORCH_CHECK_TYPE(dtype_code(type) != 0, "smx supports float16, bfloat16, float32 and float64; got dtype ",
+                     dtype_name(type));
+}
+
+void check_input(const at::Tensor& x) {
+    TORCH_CHECK_TYPE(x.layout() == at::kStrided, "smx needs a strided (dense) tensor; got layout ", x.layout());
+    check_dtype(x.scalar_type());
+}
+
+// As the ctypes binding names devices: "cpu:0", "cuda:1".
+std::string device_name(const at::Device& device) {
+    return std::string(device.is_cpu() ? "cpu" : c10::DeviceTypeName(device.type(), true)) + ":" +
+           std::to_string(device.is_cpu() ? 0 : device.index());
+}
+
+std::string shape_text(at::IntArrayRef shape) {  // as Python prints a tuple
+    std::ostringstream text;
+    text << "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? ", " : "") << shape[i];
+    text << (shape.size() == 1 ? ",)" : ")");
+    return text.str();
+}
+
+// Shape and strides for a descriptor: a 0-d tensor is one element along one axis; a tensor with no
+// elements gets row-major strides (any are valid there; these keep one cache entry per empty shape).
+struct Layout {
+    int ndim = 0;
+    std::array<int64_t, kMaxDims> shape{}, strides{};
+};
+
+Layout layout_of(const at::Tensor& t) {
+    Layout layout;
+    if (t.dim() == 0) {
+        layout.ndim = 1;
+        layout.shape[0] = layout.strides[0] = 1;
+        return layout;
+    }
+    layout.ndim = static_cast<int>(t.dim());
+    const bool empty = t.numel() == 0;
+    int64_t step = 1;
+    for (int i = layout.ndim - 1; i >= 0; --i) {
+        layout.shape[i] = t.size(i);
+        layout.strides[i] = empty ? step : t.stride(i);
+        step *= std::max<int64_t>(t.size(i), 1);
+    }
+    return layout;
+}
+
+std::shared_ptr<Descriptor> make_softmax_descriptor(const std::shared_ptr<Handle>& handle, int mode, int axis,
+                                                    const Layout& x, int x_dtype, const Layout& y, int y_dtype) {
+    void* x_desc = nullptr;
+    void* y_desc = nullptr;
+    auto destroy_tensor_descriptors = [&] {
+        api.smxDestroyTensorDescriptor(y_desc);
+        api.smxDestroyTensorDescriptor(x_desc);
+    };
+    auto made = std::make_shared<Descriptor>();
+    made->destroy = api.smxDestroySoftmaxDescriptor;
+    made->handle = handle;
+    Status status = api.smxCreateTensorDescriptor(&x_desc, x_dtype, x.ndim, x.shape.data(), x.strides.data());
+    if (status == 0)
+        status = api.smxCreateTensorDescriptor(&y_desc, y_dtype, y.ndim, y.shape.data(), y.strides.data());
+    if (status == 0)
+        status = api.smxCreateSoftmaxDescriptor(handle->pointer, &made->pointer, mode, axis, y_desc, x_desc);
+    if (status == 0) status = api.smxGetSoftmaxWorkspaceSize(made->pointer, &made->workspace_bytes);
+    if (status != 0) {
+        const std::string detail = last_error();  // read before the cleanup calls, which may reset it
+        destroy_tensor_descriptors();
+        raise_status(status, detail);
+    }
+    destroy_tensor_descriptors();
+    return made;
+}
+
+// y = softmax(x) or log-softmax along dim, on x's device and (CUDA) torch's current stream there.
+void run_softmax(int mode, const at::Tensor& x, int64_t dim, const at::Tensor& y) {
+    TORCH_CHECK(api_bound, "smx's torch extension is not bound to libsmx (import smx.torch binds it)");
+    const int axis = static_cast<int>(c10::maybe_wrap_dim(dim, x.dim()));
+    const at::Device device = x.device();
+    int device_type = 0;
+    if (device.is_cpu()) {
+        device_type = kDeviceCpu;
+    } else if (device.is_cuda()) {
+        device_type = kDeviceCuda;
+    } else {
+        TORCH_CHECK_TYPE(false, "smx runs on CPU and CUDA devices; this tensor is on ", device);
+    }
+    const int device_index = device.is_cpu() ? 0 : device.index();
+    const int x_dtype = dtype_code(x.scalar_type()), y_dtype = dtype_code(y.scalar_type());
+    const Layout x_layout = layout_of(x), y_layout = layout_of(y);
+
+    std::shared_ptr<Descriptor> descriptor;
+    ProblemKey key;
+    const bool cacheable = x_layout.ndim <= kMaxDims;  // a larger ndim fails in libsmx, uncached
+    if (cacheable) {
+        key.add(mode);  // 1 and 2: the softmax family; other operations take other numbers
+        key.add(device_type * 1024 + device_index);
+        key.add(axis);
+        key.add(x_dtype * 16 + y_dtype);
+        key.add(x_layout.ndim);
+        for (int i = 0; i < x_layout.ndim; ++i) {
+            key.add(x_layout.shape[i]);
+            key.add(x_layout.strides[i]);
+            key.add(y_layout.strides[i]);
+        }
+        descriptor = cache.find(key);
+    }
+    if (!descriptor) {
+        auto handle = cache.handle(device_type, device_index);
+        descriptor = make_softmax_descriptor(handle, mode, axis, x_layout, x_dtype, y_layout, y_dtype);
+        if (cacheable) descriptor = cache.insert(key, std::move(descriptor));
+    }
+
+    void* stream = nullptr;
+    if (device_type == kDeviceCuda) {
+        const c10::impl::DeviceGuardImplInterface* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+        stream = cuda->getStreamNativeHandle(cuda->getStream(device));
+    }
+    // From torch's allocator (the caching one on a GPU, ordered on the current stream); none when not needed.
+    at::Tensor workspace;
+    void* workspace_pointer = nullptr;
+    std::size_t workspace_bytes = descriptor->workspace_bytes;
+    if (workspace_bytes) {
+        workspace = at::empty({static_cast<int64_t>(workspace_bytes + kWorkspaceAlignment - 1)},
+                              x.options().dtype(at::kByte));
+        const auto address = reinterpret_cast<uintptr_t>(workspace.data_ptr());
+        workspace_pointer = reinterpret_cast<void*>((address + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+                                                    kWorkspaceAlignment);
+    }
+    check(api.smxSoftmaxForward(descriptor->pointer, workspace_pointer, workspace_bytes, y.data_ptr(),
+                                x.const_data_ptr(), stream));
+}
+
+at::ScalarType result_dtype(const at::Tensor& x, std::optional<at::ScalarType> dtype) {
+    const at::ScalarType type = dtype.value_or(x.scalar_type());
+    check_dtype(type);
+    return type;
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Kernels. Mode is smxSoftmaxMode_t; the CPU and CUDA kernels are the same code.
+
+template <int Mode>
+at::Tensor softmax_kernel(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype) {
+    check_input(x);
+    // torch.empty_like's layout, as the fake kernel (smx/torch.py) makes it: x's strides when x is dense.
+    at::Tensor y = at::empty_like(x, x.options().dtype(result_dtype(x, dtype)));
+    run_softmax(Mode, x, dim, y);
+    return y;
+}
+
+template <int Mode>
+void softmax_out_kernel(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
+    check_input(x);
+    TORCH_CHECK_VALUE(out.device() == x.device(), "out is on ", device_name(out.device()), " but x is on ",
+                      device_name(x.device()));
+    TORCH_CHECK_VALUE(out.sizes() == x.sizes(), "out has shape ", shape_text(out.sizes()), " but x has shape ",
+                      shape_text(x.sizes()));
+    TORCH_CHECK_TYPE(out.layout() == at::kStrided, "smx needs a strided (dense) out; got layout ", out.layout());
+    check_dtype(out.scalar_type());
+    TORCH_CHECK_TYPE(!dtype.has_value() || *dtype == out.scalar_type(), "dtype=", dtype_name(*dtype),
+                     " disagrees with out's dtype ", dtype_name(out.scalar_type()));
+    run_softmax(Mode, x, dim, out);
+}
+
+constexpr const char* kOperatorName[] = {"", "smx::softmax", "smx::log_softmax"};
+
+template <int Mode>
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, int64_t, std::optional<at::ScalarType>)>& functional_op() {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow(kOperatorName[Mode], "")
+                               .typed<at::Tensor(const at::Tensor&, int64_t, std::optional<at::ScalarType>)>();
+    return op;
+}
+
+template <int Mode>
+const c10::TypedOperatorHandle<void(const at::Tensor&, int64_t, std::optional<at::ScalarType>, const at::Tensor&)>&
+out_op() {
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow(kOperatorName[Mode], "out")
+            .typed<void(const at::Tensor&, int64_t, std::optional<at::ScalarType>, const at::Tensor&)>();
+    return op;
+}
+
+// The gradient of softmax (Mode 1) or log-softmax (2) with respect to its input, given y = the forward's
+// output and grad = dL/dy, both in y's dtype. PyTorch's own formula until libsmx has a backward kernel:
+// switching to an smx backward op is this one call.
+at::Tensor softmax_backward(int mode, const at::Tensor& grad, const at::Tensor& y, int64_t dim) {
+    return mode == kSoftmax ? at::_softmax_backward_data(grad, y, dim, y.scalar_type())
+                            : at::_log_softmax_backward_data(grad, y, dim, y.scalar_type());
+}
+
+template <int Mode>
+struct SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction<Mode>> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, int64_t dim,
+                              std::optional<at::ScalarType> dtype) {
+        at::Tensor y;
+        {
+            at::AutoDispatchBelowADInplaceOrView below_autograd;
+            y = functional_op<Mode>().call(x, dim, dtype);
+        }
+        ctx->save_for_backward({y});
+        ctx->saved_data["dim"] = c10::maybe_wrap_dim(dim, x.dim());
+        ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+        return y;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const at::Tensor y = ctx->get_saved_variables()[0];
+        const int64_t dim = ctx->saved_data["dim"].toInt();
+        const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+        // Computed in y's dtype, then cast to x's (dtype= may have given y another one), as torch.softmax's
+        // dtype= casts the input before its softmax.
+        return {softmax_backward(Mode, grads[0], y, dim).to(x_dtype), at::Tensor(), at::Tensor()};
+    }
+};
+
+template <int Mode>
+at::Tensor softmax_autograd(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype) {
+    if (c10::GradMode::is_enabled() && x.requires_grad()) return SoftmaxFunction<Mode>::apply(x, dim, dtype);
+    at::AutoDispatchBelowADInplaceOrView below_autograd;  // no graph to record: the cheapest way down
+    return functional_op<Mode>().call(x, dim, dtype);
+}
+
+template <int Mode>
+void softmax_out_autograd(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
+    TORCH_CHECK(!(c10::GradMode::is_enabled() && (x.requires_grad() || out.requires_grad())), kOperatorName[Mode],
+                " with out= does not support automatic differentiation, but x or out requires grad; call it "
+                "without out=");
+    {
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        out_op<Mode>().call(x, dim, dtype, out);
+    }
+    // Written as an in-place torch op writes: a backward that needs out's old values then refuses. Inference
+    // tensors have no version counter (smx writes them, as the ctypes binding does).
+    if (!out.is_inference()) torch::autograd::impl::bump_version(out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(smx, CPU, m) {
+    m.impl("softmax", TORCH_FN(softmax_kernel<kSoftmax>));
+    m.impl("softmax.out", TORCH_FN(softmax_out_kernel<kSoftmax>));
+    m.impl("log_softmax", TORCH_FN(softmax_kernel<kLogSoftmax>));
+    m.impl("log_softmax.out", TORCH_FN(softmax_out_kernel<kLogSoftmax>));
+}
+
+TORCH_LIBRARY_IMPL(smx, CUDA, m) {
+    m.impl("softmax", TORCH_FN(softmax_kernel<kSoftmax>));
+    m.impl("softmax.out", TORCH_FN(softmax_out_kernel<kSoftmax>));
+    m.impl("log_softmax", TORCH_FN(softmax_kernel<kLogSoftmax>));
+    m.impl("log_softmax.out", TORCH_FN(softmax_out_kernel<kLogSoftmax>));
+}
+
+TORCH_LIBRARY_IMPL(smx, Autograd, m) {
+    m.impl("softmax", TORCH_FN(softmax_autograd<kSoftmax>));
+    m.impl("softmax.out", TORCH_FN(softmax_out_autograd<kSoftmax>));
+    m.impl("log_softmax", TORCH_FN(softmax_autograd<kLogSoftmax>));
+    m.impl("log_softmax.out", TORCH_FN(softmax_out_autograd<kLogSoftmax>));
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Called by smx/torch.py through ctypes.
+
+extern "C" {
+
+// Binds the libsmx entry points: lookup(name) returns the address of the function the ctypes binding
+// loaded. Returns 0, or the 1-based index of the first name it could not resolve.
+__attribute__((visibility("default"))) int smx_torch_bind(void* (*lookup)(const char*)) {
+    Api bound;
+    int index = 0;
+    auto resolve = [&](auto& function, const char* name) {
+        ++index;
+        function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(lookup(name));
+        return function != nullptr;
+    };
+    if (!(resolve(bound.smxGetStatusString, "smxGetStatusString") &&
+          resolve(bound.smxGetLastErrorMessage, "smxGetLastErrorMessage") && resolve(bound.smxCreate, "smxCreate") &&
+          resolve(bound.smxDestroy, "smxDestroy") &&
+          resolve(bound.smxCreateTensorDescriptor, "smxCreateTensorDescriptor") &&
+          resolve(bound.smxDestroyTensorDescriptor, "smxDestroyTensorDescriptor") &&
+          resolve(bound.smxCreateSoftmaxDescriptor, "smxCreateSoftmaxDescriptor") &&
+          resolve(bound.smxGetSoftmaxWorkspaceSize, "smxGetSoftmaxWorkspaceSize") &&
+          resolve(bound.smxSoftmaxForward, "smxSoftmaxForward") &&
+          resolve(bound.smxDestroySoftmaxDescriptor, "smxDestroySoftmaxDescriptor")))
+        return index;
+    cache.clear();  // descriptors of a previously bound library go with it
+    api = bound;
+    api_bound = true;
+    return 0;
+}
+
+// hits, misses, descriptors cached, handles: the descriptor cache's counters.
+__attribute__((visibility("default"))) void smx_torch_cache_info(int64_t* counters) {
+    const auto info = cache.info();
+    for (int i = 0; i < 4; ++i) counters[i] = info[i];
+}
+
+// Destroys every cached descriptor and handle (at interpreter exit, while libsmx is still loaded).
+__attribute__((visibility("default"))) void smx_torch_release() { cache.clear(); }
+
+}  // extern "C"

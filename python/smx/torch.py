@@ -1,0 +1,302 @@
+"""smx's operations as PyTorch operators: torch.ops.smx.softmax, torch.ops.smx.log_softmax (and their .out
+overloads), registered with the dispatcher for CPU and CUDA, with fake kernels and autograd formulas, so
+torch.compile(fullgraph=True) traces through them and CUDA graphs capture them.
+
+    import torch, smx.torch
+    y = torch.ops.smx.softmax(x, -1)                 # or smx.softmax(x), which routes torch tensors here
+
+Importing this module imports torch (smx itself never does), defines the operators, and loads their kernels:
+a C++ extension (csrc/smx_torch.cpp) compiled against the installed torch on first use into a cache folder
+and bound to the libsmx the ctypes binding loaded; where it cannot be built, kernels in Python over the
+ctypes binding (same results, more host time per call). docs/python.md says how to add an operator."""
+
+import atexit
+import ctypes
+import hashlib
+import os
+import re
+import sys
+import warnings
+
+import torch
+
+from . import _arrays, _dtypes, _errors, _lib
+
+__all__ = ["softmax", "log_softmax", "backend", "extension_path"]
+
+_SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
+
+# Every operator's schema; its kernels are registered under the same name in csrc/smx_torch.cpp and in
+# _register_python_kernels, its fake kernel below. The .out overloads write `y` and return nothing
+# (torch.compile functionalizes a custom op's mutation only when it returns no alias of it); `y`, not
+# `out`: torch.compile gives an `out=` keyword torch's resize semantics and refuses a non-contiguous one.
+_SCHEMAS = [
+    "softmax(Tensor x, int dim=-1, ScalarType? dtype=None) -> Tensor",
+    "softmax.out(Tensor x, int dim=-1, ScalarType? dtype=None, *, Tensor(a!) y) -> ()",
+    "log_softmax(Tensor x, int dim=-1, ScalarType? dtype=None) -> Tensor",
+    "log_softmax.out(Tensor x, int dim=-1, ScalarType? dtype=None, *, Tensor(a!) y) -> ()",
+]
+
+_library = torch.library.Library("smx", "DEF")  # module-level: the definitions live as long as it does
+for _schema in _SCHEMAS:
+    _library.define(_schema, tags=(torch.Tag.pt2_compliant_tag,))
+
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def _check_dtype(dtype):
+    if dtype not in _DTYPES:
+        raise TypeError(f"smx supports float16, bfloat16, float32 and float64; got dtype {_dtype_name(dtype)}")
+
+
+def _check_dim(dim, ndim):
+    rank = max(ndim, 1)  # a 0-d tensor counts as 1-d, as torch's own dim wrapping does
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], "
+                         f"but got {dim})")
+    return dim % rank
+
+
+def _device_name(device):
+    return f"{device.type}:{device.index or 0}"
+
+
+def _check_out(x, dtype, out):
+    if out.device != x.device:
+        raise ValueError(f"out is on {_device_name(out.device)} but x is on {_device_name(x.device)}")
+    if out.shape != x.shape:
+        raise ValueError(f"out has shape {tuple(out.shape)} but x has shape {tuple(x.shape)}")
+    _check_dtype(out.dtype)
+    if dtype is not None and dtype != out.dtype:
+        raise TypeError(f"dtype={_dtype_name(dtype)} disagrees with out's dtype {_dtype_name(out.dtype)}")
+
+
+# Fake kernels: the result's metadata exactly as the real kernels make it (torch.empty_like's layout, which
+# keeps x's strides when x is dense), and the checks that need no data.
+
+def _result_like(x, dim=-1, dtype=None):
+    _check_dtype(x.dtype)
+    _check_dtype(dtype or x.dtype)
+    _check_dim(dim, x.dim())
+    return torch.empty_like(x, dtype=dtype or x.dtype)
+
+
+def _check_out_call(x, dim=-1, dtype=None, *, y):
+    _check_dtype(x.dtype)
+    _check_dim(dim, x.dim())
+    _check_out(x, dtype, y)
+
+
+for _name in ("softmax", "log_softmax"):
+    torch.library.register_fake(f"smx::{_name}", _result_like, lib=_library)
+    torch.library.register_fake(f"smx::{_name}.out", _check_out_call, lib=_library)
+
+
+def softmax_backward(mode, grad, y, dim):
+    """dL/dx of softmax (mode 1) or log-softmax (2), given its output y and dL/dy, in y's dtype: PyTorch's
+    own formula until libsmx has a backward kernel; switching to an smx backward op is this one call (and
+    its twin, softmax_backward in csrc/smx_torch.cpp)."""
+    backward = torch.ops.aten._softmax_backward_data if mode == _SOFTMAX else torch.ops.aten._log_softmax_backward_data
+    return backward(grad, y, dim, y.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernels: the C++ extension, else Python over the ctypes binding.
+
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "smx_torch.cpp")
+_LOOKUP = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)
+
+
+def _build_folder():
+    """Where the extension is built: $SMX_TORCH_BUILD_DIR, else smx/torch under the user's cache folder."""
+    folder = os.environ.get("SMX_TORCH_BUILD_DIR")
+    if folder:
+        return folder
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "smx", "torch")
+
+
+def _extension_name():
+    """smx_torch_<digest>: the digest covers what the binary depends on (source, torch, Python), so a
+    changed source or another torch gets its own build instead of a stale one."""
+    digest = hashlib.sha256()
+    with open(_SOURCE, "rb") as source:
+        digest.update(source.read())
+    digest.update(f"{torch.__version__} {torch.__file__} {sys.version}".encode())
+    return f"smx_torch_{digest.hexdigest()[:16]}"
+
+
+def _load_extension():
+    """The extension's path, loaded into torch.ops and bound to libsmx; built first when absent (once per
+    source, torch and Python: ~15 s on two cores). Raises when it cannot be built or loaded."""
+    name = _extension_name()
+    folder = os.path.join(_build_folder(), name)
+    path = os.path.join(folder, name + ".so")
+    try:
+        torch.ops.load_library(path)
+    except OSError:  # not built yet (or a build cut short): build it; cpp_extension locks the folder
+        from torch.utils import cpp_extension
+        os.makedirs(folder, exist_ok=True)
+        # No Python headers and no CUDA toolkit needed: the source includes neither.
+        cpp_extension.load(name, [_SOURCE], extra_cflags=["-O2", "-DNDEBUG"], build_directory=folder,
+                           with_cuda=False, is_python_module=False, verbose=False)
+    extension = ctypes.CDLL(path)
+
+    def lookup(function_name):
+        try:
+            return ctypes.cast(getattr(_lib.lib, function_name.decode()), ctypes.c_void_p).value
+        except AttributeError:
+            return None
+
+    unresolved = extension.smx_torch_bind(_LOOKUP(lookup))
+    if unresolved:
+        raise RuntimeError(f"the loaded libsmx ({_lib.path}) lacks entry point {unresolved} that the extension uses")
+    extension.smx_torch_cache_info.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+    atexit.register(extension.smx_torch_release)  # descriptors and handles go while libsmx is loaded
+    return path, extension
+
+
+def _register_python_kernels():
+    """CPU and CUDA kernels through the ctypes binding, and the autograd formula through torch.library:
+    the same operators without a compiler, at several us more host time per call (docs/python.md)."""
+    from . import _forward  # the ctypes binding's call, which smx.softmax uses for other arrays
+
+    def functional(mode):
+        def kernel(x, dim=-1, dtype=None):
+            y = _result_like(x, dim, dtype)
+            _forward(x, dim, None, y, None, mode)
+            return y
+        return kernel
+
+    def out_variant(mode):
+        def kernel(x, dim=-1, dtype=None, *, y):
+            _check_out_call(x, dim, dtype, y=y)
+            _forward(x, dim, None, y, None, mode)
+        return kernel
+
+    def setup_context(ctx, inputs, output):
+        x, dim = inputs[0], inputs[1] if len(inputs) > 1 else -1
+        ctx.save_for_backward(output)
+        ctx.dim, ctx.x_dtype = _check_dim(dim, x.dim()), x.dtype
+
+    def backward(mode):
+        def formula(ctx, grad):
+            (y,) = ctx.saved_tensors
+            return softmax_backward(mode, grad, y, ctx.dim).to(ctx.x_dtype), None, None
+        return formula
+
+    for name, mode in (("softmax", _SOFTMAX), ("log_softmax", _LOG_SOFTMAX)):
+        for device in ("CPU", "CUDA"):
+            _library.impl(name, functional(mode), device)
+            _library.impl(f"{name}.out", out_variant(mode), device)
+        torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
+
+
+_extension = None
+extension_path = None  # the loaded extension's file, or None on the Python kernels
+if os.environ.get("SMX_TORCH_EXTENSION", "1").strip() == "0":  # asked for the Python kernels
+    _register_python_kernels()
+else:
+    try:
+        extension_path, _extension = _load_extension()
+    except Exception as error:  # no compiler, no ninja, a failed build: the Python kernels still work
+        warnings.warn(f"smx: the torch extension could not be built or loaded ({type(error).__name__}: {error}); "
+                      "torch.ops.smx runs through the ctypes binding instead, at several us more host time per "
+                      "call. Set SMX_TORCH_EXTENSION=0 to choose that path without trying.", RuntimeWarning,
+                      stacklevel=2)
+        _register_python_kernels()
+
+
+def backend():
+    """'extension' when the C++ kernels are loaded, 'python' on the ctypes kernels."""
+    return "python" if _extension is None else "extension"
+
+
+def _cache_info():
+    """The extension's descriptor cache: (hits, misses, descriptors, handles); None on the Python kernels."""
+    if _extension is None:
+        return None
+    counters = (ctypes.c_int64 * 4)()
+    _extension.smx_torch_cache_info(counters)
+    return tuple(counters)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What smx.softmax / smx.log_softmax do with torch tensors.
+
+_STATUS_TAIL = re.compile(r"(.*) \[(.*?)\] \(smx status (\d+)\)", re.S)
+
+
+def _smx_error(error):
+    """The SmxError a kernel's exception stands for (its message ends "[NAME] (smx status N)"), else None."""
+    found = _STATUS_TAIL.search(str(error))
+    if found is None:
+        return None
+    detail, name, status = found.group(1), found.group(2), int(found.group(3))
+    return _errors._error_class(status)(status, name, "" if detail == name else detail)
+
+
+def _torch_dtype(dtype):
+    return dtype if dtype is None or isinstance(dtype, torch.dtype) else _dtypes.to_torch(_dtypes.from_argument(dtype))
+
+
+def _launch_stream(stream, device):
+    """stream= (any spelling smx takes) as a torch stream of `device`."""
+    if isinstance(stream, torch.cuda.Stream):
+        if stream.device != device:
+            raise ValueError(f"stream is on {_device_name(stream.device)} but x is on {_device_name(device)}")
+        return stream
+    handle = _arrays.stream_handle(stream)
+    if handle in (0, 1):  # the legacy default stream, under either handle
+        return torch.cuda.default_stream(device)
+    return torch.cuda.ExternalStream(handle, device=device)
+
+
+def _run(functional, out_variant, x, dim, dtype, out, stream):
+    """One smx call on a torch tensor through the operators; smx's own exceptions for libsmx's errors."""
+    if dtype is not None:
+        dtype = _torch_dtype(dtype)
+    if stream is not None:
+        return _run_on_stream(functional, out_variant, x, dim, dtype, out, stream)
+    try:
+        if out is None:
+            return functional(x, dim, dtype)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out is a {_arrays.library_of(out)} array but x is a torch array; smx writes only "
+                            "into arrays of x's own library")
+        out_variant(x, dim, dtype, y=out)
+        return out
+    except (RuntimeError, ValueError, TypeError) as error:  # NotImplementedError is a RuntimeError
+        translated = _smx_error(error)
+        if translated is None:
+            raise
+        raise translated from None
+
+
+def _run_on_stream(functional, out_variant, x, dim, dtype, out, stream):
+    """stream= given: the operators run with it as torch's current stream (on the CPU it is checked, then
+    ignored)."""
+    if x.device.type != "cuda":
+        _arrays.stream_handle(stream)
+        return _run(functional, out_variant, x, dim, dtype, out, None)
+    with torch.cuda.stream(_launch_stream(stream, x.device)):
+        return _run(functional, out_variant, x, dim, dtype, out, None)
+
+
+# Looked up once: each torch.ops attribute step costs on every call.
+_softmax, _softmax_out = torch.ops.smx.softmax.default, torch.ops.smx.softmax.out
+_log_softmax, _log_softmax_out = torch.ops.smx.log_softmax.default, torch.ops.smx.log_softmax.out
+
+
+def softmax(x, dim=-1, dtype=None, out=None, stream=None):
+    """smx.softmax for a torch tensor: torch.ops.smx.softmax (.out with out=), on `stream` when given."""
+    return _run(_softmax, _softmax_out, x, dim, dtype, out, stream)
+
+
+def log_softmax(x, dim=-1, dtype=None, out=None, stream=None):
+    """smx.log_softmax for a torch tensor: torch.ops.smx.log_softmax (.out with out=)."""
+    return _run(_log_softmax, _log_softmax_out, x, dim, dtype, out, stream)
