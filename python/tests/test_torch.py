@@ -303,16 +303,21 @@ def test_in_place_and_inference_tensors(rng):
 
 def test_libsmx_errors_raise_smx_exceptions_through_smx_and_builtins_through_torch_ops(rng):
     x = random_tensor(rng, (3, 4), "float64")
-    with pytest.raises(smx.SmxTypeError, match="NOT_SUPPORTED_DTYPE_PAIR") as raised:
-        smx.softmax(x, dtype=torch.float32)  # float64 -> float32 is not offered
-    assert raised.value.status == 3003 and raised.value.detail
-    with pytest.raises(TypeError, match=r"\(smx status 3003\)"):
-        torch.ops.smx.softmax(x, -1, torch.float32)
-    with pytest.raises(smx.SmxValueError) as raised:
-        smx.softmax(x, out=torch.empty(1, 4, dtype=torch.float64).expand(3, 4))  # out overlaps itself
-    assert 2000 <= raised.value.status < 3000
+    overlapping = torch.empty(1, 4, dtype=torch.float64).expand(3, 4)  # out overlaps itself
+    with pytest.raises(smx.SmxValueError, match="BAD_PARAM_OVERLAP") as raised:
+        smx.softmax(x, out=overlapping)
+    assert 2000 <= raised.value.status < 3000 and raised.value.detail
+    with pytest.raises(ValueError, match=r"\(smx status 20[0-9][0-9]\)"):
+        torch.ops.smx.softmax.out(x, -1, None, y=overlapping)
     with pytest.raises(smx.SmxValueError):
         smx.softmax(torch.ones((1,) * 9, dtype=torch.float64))  # more dims than libsmx takes
+
+
+def test_float64_to_float32_through_the_op_is_computed_in_float64(rng):
+    x = random_tensor(rng, (3, 40), "float64")
+    y = torch.ops.smx.softmax(x, -1, torch.float32)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, torch.softmax(x, -1).to(torch.float32), rtol=1e-5, atol=1e-7)
 
 
 def test_what_the_binding_refuses_before_libsmx(rng):
