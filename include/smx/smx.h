@@ -58,6 +58,15 @@ SMX_API smxStatus_t smxDestroy(smxHandle_t handle);
 /** Reports the device type and id a handle was created with. Either output may be NULL. */
 SMX_API smxStatus_t smxGetHandleDevice(smxHandle_t handle, smxDeviceType_t* deviceType, int* deviceId);
 
+/** Whether the compute calls of descriptors created from this handle afterwards check, on a CUDA handle,
+ *  that their data pointers are memory of the handle's device (cudaPointerGetAttributes per pointer, about a
+ *  microsecond each): 1 (the default) checks and refuses others with SMX_STATUS_BAD_PARAM_DEVICE; 0 skips
+ *  the check, for callers that already know their pointers (a framework binding): a host or other-device
+ *  pointer then faults in the kernel. Every other check stays. No effect on CPU handles (accepted).
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT for what is not a live handle, SMX_STATUS_BAD_PARAM_MODE for an
+ *  `enabled` other than 0 or 1.*/
+SMX_API smxStatus_t smxSetDevicePointerChecks(smxHandle_t handle, int enabled);
+
 /* ------------------------------------------------------------------------------------------------ */
 /* Tensor descriptor                                                                                */
 /* ------------------------------------------------------------------------------------------------ */

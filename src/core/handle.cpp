@@ -104,4 +104,13 @@ SMX_API smxStatus_t smxGetHandleDevice(smxHandle_t handle, smxDeviceType_t* devi
     return SMX_STATUS_SUCCESS;
 }
 
+SMX_API smxStatus_t smxSetDevicePointerChecks(smxHandle_t handle, int enabled) {
+    SMX_RETURN_IF_ERROR(smx::check_live(handle, "handle"));
+    if (enabled != 0 && enabled != 1) {
+        return smx::fail(SMX_STATUS_BAD_PARAM_MODE, "enabled is {}; smxSetDevicePointerChecks takes 0 or 1", enabled);
+    }
+    handle->check_device_pointers = enabled == 1;
+    return SMX_STATUS_SUCCESS;
+}
+
 }  // extern "C"

@@ -11,4 +11,5 @@ struct smxHandle {
     int device_id;
     smx::DeviceLimits limits;  // read once in smxCreate
     int cpu_threads;           // CPU handles: how many threads forward may use (>= 1)
+    bool check_device_pointers = true;  // smxSetDevicePointerChecks; descriptors copy it when created
 };

@@ -37,6 +37,19 @@ TEST_CASE("smxCreate makes a CPU handle on device 0 and reports it back", "[api]
     CHECK(smxDestroy(handle) == SMX_STATUS_SUCCESS);
 }
 
+TEST_CASE("smxSetDevicePointerChecks takes 0 or 1 on a live handle; on a CPU handle it changes nothing", "[api]") {
+    smxHandle_t handle = nullptr;
+    REQUIRE(smxCreate(&handle, SMX_DEVICE_CPU, 0) == SMX_STATUS_SUCCESS);
+    CHECK(smxSetDevicePointerChecks(handle, 0) == SMX_STATUS_SUCCESS);
+    CHECK(smxSetDevicePointerChecks(handle, 1) == SMX_STATUS_SUCCESS);
+    for (int bad : {2, -1, 255}) {
+        CHECK(smxSetDevicePointerChecks(handle, bad) == SMX_STATUS_BAD_PARAM_MODE);
+        CHECK_THAT(last_error(), Contains("takes 0 or 1"));
+    }
+    CHECK(smxSetDevicePointerChecks(nullptr, 0) != SMX_STATUS_SUCCESS);
+    CHECK(smxDestroy(handle) == SMX_STATUS_SUCCESS);
+}
+
 TEST_CASE("smxCreate refuses a NULL output pointer", "[api]") {
     CHECK(smxCreate(nullptr, SMX_DEVICE_CPU, 0) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
     CHECK_THAT(last_error(), Contains("handle") && Contains("NULL"));

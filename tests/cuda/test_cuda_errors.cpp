@@ -56,6 +56,30 @@ TEST_CASE("cuda errors: a host pointer given to a CUDA handle is refused as the 
     CHECK(compare_to_reference(y, reference_softmax(x, 1, false), false) == "");
 }
 
+TEST_CASE("cuda errors: with device-pointer checks off, later descriptors skip the query and compute the same",
+          "[cuda]") {
+    CudaHandle handle;
+    HostTensor x = make_tensor(SMX_DTYPE_F32, {4, 100});
+    HostTensor y = make_tensor(SMX_DTYPE_F32, {4, 100});
+    fill_random(x, test_rng());
+    DeviceTensor x_device(x), y_device(y);
+    TensorDesc x_desc(x), y_desc(y);
+    SoftmaxDesc checked(handle.get(), SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
+    REQUIRE(checked.status == SMX_STATUS_SUCCESS);
+    SMX_REQUIRE_OK(smxSetDevicePointerChecks(handle.get(), 0));
+    SoftmaxDesc unchecked(handle.get(), SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
+    REQUIRE(unchecked.status == SMX_STATUS_SUCCESS);
+    // The descriptor made before keeps its checks: a host x is still refused.
+    require_refusal(smxSoftmaxForward(checked.desc, nullptr, 0, y_device.data(), x.data(), nullptr),
+                    SMX_STATUS_BAD_PARAM_DEVICE, {});
+    x_device.upload(x);
+    y_device.poison();
+    SMX_REQUIRE_OK(smxSoftmaxForward(unchecked.desc, nullptr, 0, y_device.data(), x_device.data(), nullptr));
+    SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
+    y_device.download(y);
+    CHECK(compare_to_reference(y, reference_softmax(x, 1, false), false) == "");
+}
+
 TEST_CASE("cuda errors: a workspace below the queried size is refused; plans without workspace run with none",
           "[cuda]") {
     CudaHandle handle;

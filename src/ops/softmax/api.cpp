@@ -22,6 +22,7 @@ struct smxSoftmaxDescriptor {
     SMX_OBJECT_TAG("smxSoftmaxDescriptor_t");
     smxDeviceType_t device_type;  // copied from the handle: the descriptor does not keep the handle
     int device_id;
+    bool check_device_pointers;   // the handle's smxSetDevicePointerChecks when the descriptor was created
     smx::SoftmaxInfo info;
     std::unique_ptr<smx::SoftmaxPlan> plan;
 };
@@ -39,6 +40,7 @@ smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, i
     auto desc = std::make_unique<smxSoftmaxDescriptor>();
     desc->device_type = handle->device_type;
     desc->device_id = handle->device_id;
+    desc->check_device_pointers = handle->check_device_pointers;
     SMX_RETURN_IF_ERROR(make_softmax_info(mode, axis, y_desc, x_desc, &desc->info));
     if (handle->device_type == SMX_DEVICE_CPU) {
         SMX_RETURN_IF_ERROR(make_cpu_softmax_plan(desc->info, handle->cpu_threads, &desc->plan));
@@ -77,7 +79,9 @@ smxStatus_t forward(smxSoftmaxDescriptor_t desc, void* workspace, std::size_t wo
     }
     SMX_RETURN_IF_ERROR(check_forward_pointers(desc->info, y, x));
 #if SMX_WITH_CUDA
-    if (desc->device_type == SMX_DEVICE_CUDA) SMX_RETURN_IF_ERROR(cuda_check_data_pointers(desc->device_id, y, x));
+    if (desc->device_type == SMX_DEVICE_CUDA && desc->check_device_pointers) {
+        SMX_RETURN_IF_ERROR(cuda_check_data_pointers(desc->device_id, y, x));
+    }
 #endif
     return desc->plan->run(workspace, y, x, stream);
 }
