@@ -30,7 +30,9 @@ def test_torch_compile_fullgraph_with_inductor_matches_eager_forward_and_backwar
         logs = smx.log_softmax(x, 0, dtype=torch.bfloat16)
         return (probabilities * weights).sum() + logs.float().mean()
 
-    assert_compiled_matches_eager(loss, x, loss_tolerance=(1e-5, 1e-4), grad_tolerance=(1e-4, 1e-6))
+    # The bf16 log-softmax's gradient (~1e-3 an element) is rounded to bf16 at places inductor fuses differently
+    # from eager: up to 2.3e-6 apart on the H200, so atol is bf16's epsilon on that scale.
+    assert_compiled_matches_eager(loss, x, loss_tolerance=(1e-5, 1e-4), grad_tolerance=(1e-4, 1e-5))
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])

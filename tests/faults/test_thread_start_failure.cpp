@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -134,9 +135,31 @@ int check_every_fault_point(std::atomic<long>& countdown) {
     return reached;
 }
 
+// Whether libsmx's allocations reach this executable's operator new (they do where libsmx binds libstdc++'s
+// operator new at run time): a tensor descriptor is allocated with new, so an armed first allocation fails it.
+bool library_allocations_reach_this_operator_new() {
+    const std::int64_t shape[1] = {4};
+    smxTensorDescriptor_t desc = nullptr;
+    smxStatus_t status;
+    bool fired;
+    {
+        ArmedFault fault(g_allocations_until_failure, 1);
+        status = smxCreateTensorDescriptor(&desc, SMX_DTYPE_F32, 1, shape, nullptr);
+        fired = ArmedFault::fired();
+    }
+    if (status == SMX_STATUS_SUCCESS) smxDestroyTensorDescriptor(desc);
+    return fired;
+}
+
 }  // namespace
 
 TEST_CASE("a failed allocation while forward starts its threads still computes every row", "[cpu][faults]") {
+    // On the H200 machine's image (Ubuntu 24.04, GCC 13) the forward reached no armed allocation; where the
+    // library's allocations do not reach this operator new at all, the test says so instead of failing.
+    if (!library_allocations_reach_this_operator_new()) {
+        WARN("libsmx's allocations do not reach this executable's operator new here: allocation faults untestable");
+        return;
+    }
     // One chance per worker (its std::thread state) at least, most of them with earlier workers running.
     CHECK(check_every_fault_point(g_allocations_until_failure) >= 7);
 }

@@ -23,7 +23,6 @@
 #include <list>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -62,12 +61,14 @@ bool api_bound = false;
 // smx/_errors.py); smx/torch.py turns it back into that class from the "[NAME] (smx status N)" tail.
 [[noreturn]] void raise_status(Status status, const std::string& detail) {
     const char* name = api.smxGetStatusString(status);
-    std::ostringstream message;
-    message << (detail.empty() ? name : detail) << " [" << name << "] (smx status " << status << ")";
-    if (status >= 2000 && status < 3000) TORCH_CHECK_VALUE(false, message.str());
-    if (status == 3003) TORCH_CHECK_TYPE(false, message.str());
-    if (status >= 3000 && status < 4000) TORCH_CHECK_NOT_IMPLEMENTED(false, message.str());
-    TORCH_CHECK(false, message.str());
+    // Numbers through std::to_string, not a stream: on the H200's image a stream's number formatting crashed
+    // (SIGSEGV in basic_ostream::_M_insert<long>) once CuPy's and torch's libraries shared the process.
+    const std::string message = (detail.empty() ? std::string(name) : detail) + " [" + name + "] (smx status " +
+                                std::to_string(status) + ")";
+    if (status >= 2000 && status < 3000) TORCH_CHECK_VALUE(false, message);
+    if (status == 3003) TORCH_CHECK_TYPE(false, message);
+    if (status >= 3000 && status < 4000) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+    TORCH_CHECK(false, message);
 }
 
 std::string last_error() {
@@ -253,11 +254,10 @@ std::string device_name(const at::Device& device) {
 }
 
 std::string shape_text(at::IntArrayRef shape) {  // as Python prints a tuple
-    std::ostringstream text;
-    text << "(";
-    for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? ", " : "") << shape[i];
-    text << (shape.size() == 1 ? ",)" : ")");
-    return text.str();
+    std::string text = "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+    text += shape.size() == 1 ? ",)" : ")";
+    return text;
 }
 
 // Shape and strides for a descriptor: a 0-d tensor is one element along one axis; a tensor with no
