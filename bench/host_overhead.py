@@ -11,6 +11,7 @@ mostly the computation). SMX_TORCH_EXTENSION=0 in the environment times the oper
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -70,6 +71,9 @@ def time_cases(cases, calls, samples, warm_up, synchronize):
 
 
 def commit():
+    """$SMX_COMMIT (a tree copied without its history, as on a GPU machine), else git's HEAD."""
+    if os.environ.get("SMX_COMMIT"):
+        return os.environ["SMX_COMMIT"]
     try:
         return subprocess.run(["git", "-C", str(_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=30, check=True).stdout.strip()
