@@ -5,6 +5,7 @@
 // the strides happen to be friendly: slower, but right for every layout, and every dtype pair (computed in
 // double where either side is f64). Long rows are summed in segments (segmented_stats) for accuracy:
 // performance.md#general.
+#include "cuda/common/epilogue.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/general/params.hpp"
 
@@ -13,8 +14,9 @@ namespace {
 
 constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop step
 
-template <class X, class Y>
-__global__ void __launch_bounds__(256) general_softmax(const ParamBlock<GeneralParams> args) {
+// The body for one input transform and one output formula (common/epilogue.cuh).
+template <class X, class Y, class Input, class Output>
+__device__ __forceinline__ void general_rows(const GeneralParams& args, const Input& input, const Output& output) {
     using C = PairComputeType<X, Y>;  // double for pairs with f64 on either side
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
@@ -24,7 +26,6 @@ __global__ void __launch_bounds__(256) general_softmax(const ParamBlock<GeneralP
     const int rows_per_block = blockDim.x / group_size;
     const int group = threadIdx.x / group_size;
     const int lane = threadIdx.x % group_size;
-    const bool log_mode = args.log_mode != 0;
 
     // The loop bound is per block so every thread reaches every barrier and shuffle.
     for (std::int64_t block_row = static_cast<std::int64_t>(blockIdx.x) * rows_per_block; block_row < args.rows;
@@ -50,7 +51,8 @@ __global__ void __launch_bounds__(256) general_softmax(const ParamBlock<GeneralP
 #pragma unroll
             for (int u = 0; u < kGeneralUnroll; ++u) {
                 const std::int64_t position = j + static_cast<std::int64_t>(u) * group_size;
-                values[u] = position < args.row_len ? to_compute(x_row[position * args.x_axis_stride]) : neg_inf<C>();
+                values[u] =
+                    position < args.row_len ? input(C(to_compute(x_row[position * args.x_axis_stride]))) : neg_inf<C>();
             }
             add_chunk<kGeneralUnroll>(segment, values);
         });
@@ -60,11 +62,15 @@ __global__ void __launch_bounds__(256) general_softmax(const ParamBlock<GeneralP
         const C inverse_sum = C(1) / stats.sum;
         const C log_sum = log_of(stats.sum);
         for (std::int64_t j = lane; j < args.row_len; j += group_size) {
-            const C value = to_compute(x_row[j * args.x_axis_stride]);
-            y_row[j * args.y_axis_stride] =
-                StoreAs<Y>::from(softmax_output(value - stats.max, inverse_sum, log_sum, log_mode));
+            const C value = input(C(to_compute(x_row[j * args.x_axis_stride])));
+            y_row[j * args.y_axis_stride] = StoreAs<Y>::from(output.element_from_value(value, stats.max, inverse_sum, log_sum));
         }
     }
+}
+
+template <class X, class Y>
+__global__ void __launch_bounds__(256) general_softmax(const ParamBlock<GeneralParams> args) {
+    general_rows<X, Y>(args, PlainInput{}, ForwardOutput{args.log_mode != 0});
 }
 
 }  // namespace

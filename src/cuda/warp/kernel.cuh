@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cuda/common/epilogue.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/warp/params.hpp"
 
@@ -54,12 +55,13 @@ __device__ __forceinline__ void store_pack_paired(Y* y_row, int col, int row_len
     }
 }
 
-// The kernel body for one mode and one index width; the __global__ wrappers below differ only in their
-// launch bounds. `Index` is int where the plan found every row offset (and the row count) within 32 bits:
-// the 64-bit row and offset setup is a large part of a short row's instructions, and the grid's single pass
-// needs no loop (performance.md#warp).
-template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, bool kLogMode, class Index>
-__device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
+// The kernel body for one input transform, one output formula (common/epilogue.cuh) and one index width; the
+// softmax kernels instantiate it with PlainInput and SoftmaxOutput or LogSoftmaxOutput, and the __global__
+// wrappers below differ only in their launch bounds. `Index` is int where the plan found every row offset (and
+// the row count) within 32 bits: the 64-bit row and offset setup is a large part of a short row's
+// instructions, and the grid's single pass needs no loop (performance.md#warp).
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, class Input, class Output, class Index>
+__device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const Input& input) {
     using C = ComputeType<X>;
     // 16-byte packs of x even when y is wider: block-regs' 8-byte packs lost here (performance.md#warp);
     // paired stores (below) keep the wider y's stores whole-sector instead.
@@ -99,10 +101,12 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
                 C* pack = &values[r][p * kPack];
                 if (row_valid && args.x_vector && col + kPack <= row_len) {
                     load_pack(x_row + col, pack);
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) pack[k] = input(pack[k]);
                 } else {
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
-                        pack[k] = row_valid && col + k < row_len ? to_compute(x_row[col + k]) : neg_inf<C>();
+                        pack[k] = row_valid && col + k < row_len ? input(to_compute(x_row[col + k])) : neg_inf<C>();
                     }
                 }
             }
@@ -129,21 +133,15 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
                 for (int c = 0; c < kCols; ++c) {
                     const C e = exp(values[r][c]);
                     thread_sum[r] += e;
-                    if constexpr (!kLogMode) values[r][c] = e;
+                    if constexpr (Output::kKeepsExp) values[r][c] = e;
                 }
-                unbias[r] = kLogMode ? exp.unbias() : C(1);
+                unbias[r] = Output::kKeepsExp ? C(1) : exp.unbias();  // softmax's factor cancels in e / sum
             }
         });
-        // Softmax: e / sum, where the fast exp's common factor cancels. Log-softmax: the sum without it.
-        C row_factor[kRowsPerThread];  // 1 / sum, or log(sum)
+        C row_factor[kRowsPerThread];  // what Output::element takes from the row (softmax: 1 / sum)
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
-            const C row_sum = group_sum<kLanes>(thread_sum[r]);
-            if constexpr (kLogMode) {
-                row_factor[r] = log_of(row_sum * unbias[r]);
-            } else {
-                row_factor[r] = reciprocal(row_sum);
-            }
+            row_factor[r] = Output::row_factor(group_sum<kLanes>(thread_sum[r]), unbias[r]);
         }
         const auto write = [&](const auto& output) {
             if constexpr (kPairedStores) {
@@ -184,11 +182,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args) {
                 }
             }
         };
-        if constexpr (kLogMode) {
-            write([&](int r, C v) -> C { return (v - row_max[r]) - row_factor[r]; });
-        } else {
-            write([&](int r, C v) -> C { return v * row_factor[r]; });
-        }
+        write([&](int r, C held) -> C { return Output::element(held, row_max[r], row_factor[r]); });
         if constexpr (kOnePass) break;  // the grid covers every row once
     }
 }
@@ -203,9 +197,9 @@ __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
     const auto body = [&](auto index_tag) {
         using Index = typename decltype(index_tag)::type;
         if (args.log_mode != 0) {
-            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, true, Index>(args);
+            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, PlainInput, LogSoftmaxOutput, Index>(args, PlainInput{});
         } else {
-            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, false, Index>(args);
+            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, PlainInput, SoftmaxOutput, Index>(args, PlainInput{});
         }
     };
     if constexpr (kCols * kRowsPerThread <= kWarpOffsets32MaxValues) {

@@ -1,0 +1,65 @@
+// epilogue.cuh - what a row kernel's body is templated on besides its traffic pattern: the input transform
+// applied to each element as it enters the compute type, and the output formula written once the row's
+// statistics (max, sum of exp(v - max)) are known. Both are types whose members inline into the body, so a
+// body's SASS is what it would be with the formulas written in place.
+//
+// The forward softmax formulas are the first of them; an operator that needs another input (a scale, a
+// mask) or another output (statistics only, a gathered log-probability, a loss gradient) adds a type here and
+// instantiates the bodies with it.
+#pragma once
+
+#include "cuda/common/math.cuh"
+
+namespace smx::cuda {
+
+// The input as it is: the element's value in the compute type. (kRaw: bodies that reduce the max on the input
+// dtype's packed pairs may do so only for inputs taken as they are.)
+struct PlainInput {
+    static constexpr bool kRaw = true;
+    template <class C>
+    __device__ __forceinline__ C operator()(C value) const {
+        return value;
+    }
+};
+
+// Output formulas for bodies that hold a row's elements while its statistics are reduced. kKeepsExp: the body
+// keeps each element's exp(v - max) (its sum's common factor 2^r included) instead of v. row_factor turns the
+// row's sum of those exps and the factor's inverse (unbias) into what element() takes.
+
+// softmax: e / sum, the exps' common factor cancelling.
+struct SoftmaxOutput {
+    static constexpr bool kKeepsExp = true;
+    template <class C>
+    __device__ __forceinline__ static C row_factor(C sum, C /*unbias*/) {
+        return reciprocal(sum);
+    }
+    template <class C>
+    __device__ __forceinline__ static C element(C held_exp, C /*max*/, C factor) {
+        return held_exp * factor;
+    }
+};
+
+// log-softmax: (v - max) - log(sum), the sum without the exps' common factor.
+struct LogSoftmaxOutput {
+    static constexpr bool kKeepsExp = false;
+    template <class C>
+    __device__ __forceinline__ static C row_factor(C sum, C unbias) {
+        return log_of(sum * unbias);
+    }
+    template <class C>
+    __device__ __forceinline__ static C element(C held_value, C max, C factor) {
+        return (held_value - max) - factor;
+    }
+};
+
+// Output formulas for bodies that read x again once the statistics are known (two passes): the element from its
+// value. ForwardOutput takes the mode at run time, so one instance serves softmax and log-softmax.
+struct ForwardOutput {
+    bool log;
+    template <class C>
+    __device__ __forceinline__ C element_from_value(C value, C max, C inverse_sum, C log_sum) const {
+        return softmax_output(value - max, inverse_sum, log_sum, log);
+    }
+};
+
+}  // namespace smx::cuda
