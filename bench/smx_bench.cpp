@@ -170,16 +170,33 @@ Repetitions repetitions_for(const BenchDevice& device, bool quick, double expect
     return {5, calls, 10};
 }
 
-// Owns the smx descriptors of one case.
+// Owns the smx descriptors of one case, created on `handle` (smx failures throw BenchError).
 struct CaseDescriptors {
     smxTensorDescriptor_t x = nullptr;
     smxTensorDescriptor_t y = nullptr;
     smxSoftmaxDescriptor_t softmax = nullptr;
-    ~CaseDescriptors() {
+    CaseDescriptors(smxHandle_t handle, const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode) {
+        const int ndim = static_cast<int>(layout.shape.size());
+        try {
+            check_smx(smxCreateTensorDescriptor(&x, dtypes.x, ndim, layout.shape.data(), layout.strides.data()),
+                      "x tensor descriptor");
+            check_smx(smxCreateTensorDescriptor(&y, dtypes.y, ndim, layout.shape.data(), layout.strides.data()),
+                      "y tensor descriptor");
+            check_smx(smxCreateSoftmaxDescriptor(handle, &softmax, mode, layout.axis, y, x),
+                      "smxCreateSoftmaxDescriptor");
+        } catch (...) {  // no destructor runs for a half-made object
+            release();
+            throw;
+        }
+    }
+    ~CaseDescriptors() { release(); }
+    void release() {
         smxDestroySoftmaxDescriptor(softmax);
         smxDestroyTensorDescriptor(y);
         smxDestroyTensorDescriptor(x);
     }
+    CaseDescriptors(const CaseDescriptors&) = delete;
+    CaseDescriptors& operator=(const CaseDescriptors&) = delete;
 };
 
 // `count` buffers of one tensor, each starting on a 256-byte boundary of one allocation.
@@ -319,15 +336,7 @@ private:
 
     void run_case(const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode, const RotatingBuffers& inputs,
                   const RotatingBuffers& outputs, CaseRecord& record) {
-        const int ndim = static_cast<int>(layout.shape.size());
-        CaseDescriptors descriptors;
-        check_smx(smxCreateTensorDescriptor(&descriptors.x, dtypes.x, ndim, layout.shape.data(), layout.strides.data()),
-                  "x tensor descriptor");
-        check_smx(smxCreateTensorDescriptor(&descriptors.y, dtypes.y, ndim, layout.shape.data(), layout.strides.data()),
-                  "y tensor descriptor");
-        check_smx(smxCreateSoftmaxDescriptor(target_.handle, &descriptors.softmax, mode, layout.axis, descriptors.y,
-                                             descriptors.x),
-                  "smxCreateSoftmaxDescriptor");
+        CaseDescriptors descriptors(target_.handle, layout, dtypes, mode);
         const char* plan_text = nullptr;
         check_smx(smxGetSoftmaxPlan(descriptors.softmax, &plan_text), "smxGetSoftmaxPlan");
         record.plan = plan_text;
@@ -389,14 +398,7 @@ private:
 
 // The plan smx makes for one case (descriptors only: nothing is allocated or launched).
 std::string plan_of(smxHandle_t handle, const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode) {
-    const int ndim = static_cast<int>(layout.shape.size());
-    CaseDescriptors descriptors;
-    check_smx(smxCreateTensorDescriptor(&descriptors.x, dtypes.x, ndim, layout.shape.data(), layout.strides.data()),
-              "x tensor descriptor");
-    check_smx(smxCreateTensorDescriptor(&descriptors.y, dtypes.y, ndim, layout.shape.data(), layout.strides.data()),
-              "y tensor descriptor");
-    check_smx(smxCreateSoftmaxDescriptor(handle, &descriptors.softmax, mode, layout.axis, descriptors.y, descriptors.x),
-              "smxCreateSoftmaxDescriptor");
+    CaseDescriptors descriptors(handle, layout, dtypes, mode);
     const char* plan_text = nullptr;
     check_smx(smxGetSoftmaxPlan(descriptors.softmax, &plan_text), "smxGetSoftmaxPlan");
     return plan_text;

@@ -25,16 +25,39 @@ void require_refusal(smxStatus_t status, smxStatus_t expected, const std::vector
     for (const std::string& word : words) CHECK(lower_case(message).find(lower_case(word)) != std::string::npos);
 }
 
+// A 4 x 100 f32 softmax: random x on the host and the device, y on both, and their tensor descriptors.
+struct SmallCase {
+    HostTensor x = make_tensor(SMX_DTYPE_F32, {4, 100});
+    HostTensor y = make_tensor(SMX_DTYPE_F32, {4, 100});
+    DeviceTensor x_device{x};
+    DeviceTensor y_device{y};
+    TensorDesc x_desc{x};
+    TensorDesc y_desc{y};
+    SmallCase() {
+        fill_random(x, test_rng());
+        x_device.upload(x);
+    }
+    // y_device, poisoned before `forward` runs on the device, against the float64 reference.
+    template <class Forward>
+    std::string run_and_compare(const Forward& forward) {
+        y_device.poison();
+        forward();
+        SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
+        y_device.download(y);
+        return compare_to_reference(y, reference_softmax(x, 1, false), false);
+    }
+};
+
 }  // namespace
 
 TEST_CASE("cuda errors: a host pointer given to a CUDA handle is refused as the wrong device", "[cuda]") {
     CudaHandle handle;
-    HostTensor x = make_tensor(SMX_DTYPE_F32, {4, 100});
-    HostTensor y = make_tensor(SMX_DTYPE_F32, {4, 100});
-    fill_random(x, test_rng());
-    DeviceTensor x_device(x), y_device(y);
-    TensorDesc x_desc(x), y_desc(y);
-    SoftmaxDesc desc(handle.get(), SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
+    SmallCase c;
+    HostTensor& x = c.x;
+    HostTensor& y = c.y;
+    DeviceTensor& x_device = c.x_device;
+    DeviceTensor& y_device = c.y_device;
+    SoftmaxDesc desc(handle.get(), SMX_SOFTMAX, 1, c.y_desc.desc, c.x_desc.desc);
     REQUIRE(desc.status == SMX_STATUS_SUCCESS);
     std::size_t workspace_bytes = 0;
     SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(desc.desc, &workspace_bytes));
@@ -48,36 +71,27 @@ TEST_CASE("cuda errors: a host pointer given to a CUDA handle is refused as the 
     // Specific: the message says which operand was wrong, so the two refusals read differently.
     CHECK(x_message != smxGetLastErrorMessage());
     // The refused calls launched nothing: a valid call afterwards still computes the right answer.
-    x_device.upload(x);
-    y_device.poison();
-    SMX_REQUIRE_OK(smxSoftmaxForward(desc.desc, workspace.get(), workspace_bytes, y_device.data(), x_device.data(), nullptr));
-    SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
-    y_device.download(y);
-    CHECK(compare_to_reference(y, reference_softmax(x, 1, false), false) == "");
+    CHECK(c.run_and_compare([&] {
+        SMX_REQUIRE_OK(smxSoftmaxForward(desc.desc, workspace.get(), workspace_bytes, y_device.data(), x_device.data(),
+                                         nullptr));
+    }) == "");
 }
 
 TEST_CASE("cuda errors: with device-pointer checks off, later descriptors skip the query and compute the same",
           "[cuda]") {
     CudaHandle handle;
-    HostTensor x = make_tensor(SMX_DTYPE_F32, {4, 100});
-    HostTensor y = make_tensor(SMX_DTYPE_F32, {4, 100});
-    fill_random(x, test_rng());
-    DeviceTensor x_device(x), y_device(y);
-    TensorDesc x_desc(x), y_desc(y);
-    SoftmaxDesc checked(handle.get(), SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
+    SmallCase c;
+    SoftmaxDesc checked(handle.get(), SMX_SOFTMAX, 1, c.y_desc.desc, c.x_desc.desc);
     REQUIRE(checked.status == SMX_STATUS_SUCCESS);
     SMX_REQUIRE_OK(smxSetDevicePointerChecks(handle.get(), 0));
-    SoftmaxDesc unchecked(handle.get(), SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc);
+    SoftmaxDesc unchecked(handle.get(), SMX_SOFTMAX, 1, c.y_desc.desc, c.x_desc.desc);
     REQUIRE(unchecked.status == SMX_STATUS_SUCCESS);
     // The descriptor made before keeps its checks: a host x is still refused.
-    require_refusal(smxSoftmaxForward(checked.desc, nullptr, 0, y_device.data(), x.data(), nullptr),
+    require_refusal(smxSoftmaxForward(checked.desc, nullptr, 0, c.y_device.data(), c.x.data(), nullptr),
                     SMX_STATUS_BAD_PARAM_DEVICE, {});
-    x_device.upload(x);
-    y_device.poison();
-    SMX_REQUIRE_OK(smxSoftmaxForward(unchecked.desc, nullptr, 0, y_device.data(), x_device.data(), nullptr));
-    SMX_REQUIRE_CUDA(cudaDeviceSynchronize());
-    y_device.download(y);
-    CHECK(compare_to_reference(y, reference_softmax(x, 1, false), false) == "");
+    CHECK(c.run_and_compare([&] {
+        SMX_REQUIRE_OK(smxSoftmaxForward(unchecked.desc, nullptr, 0, c.y_device.data(), c.x_device.data(), nullptr));
+    }) == "");
 }
 
 TEST_CASE("cuda errors: a workspace below the queried size is refused; plans without workspace run with none",

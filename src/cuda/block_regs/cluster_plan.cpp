@@ -173,18 +173,23 @@ bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, cons
            info.rows * info.row_len >= tuning.cluster_over_grid_min_elements;
 }
 
-smxStatus_t plan_block_regs(const SoftmaxInfo& info, const RegsChoice& choice, FamilyPlan* plan) {
-    // grid.x = cluster x rows_per_grid_row, grid.y covers the rest of the rows.
-    const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, kRowsPerGridRow);
-    const dim3 grid(static_cast<unsigned>(rows_per_grid_row * choice.cluster),
-                    static_cast<unsigned>(ceil_div(info.rows, rows_per_grid_row)));
+BlockRegsParams block_regs_params(const SoftmaxInfo& info, std::int64_t slice_len) {
     BlockRegsParams params;
     params.rows = info.rows;
     params.row_len = info.row_len;
     params.x_row_stride = info.x.row_stride;
     params.y_row_stride = info.y.row_stride;
-    params.slice_len = choice.slice_len;
+    params.slice_len = slice_len;
     params.log_mode = info.is_log() ? 1 : 0;
+    return params;
+}
+
+smxStatus_t plan_block_regs(const SoftmaxInfo& info, const RegsChoice& choice, FamilyPlan* plan) {
+    // grid.x = cluster x rows_per_grid_row, grid.y covers the rest of the rows.
+    const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, kRowsPerGridRow);
+    const dim3 grid(static_cast<unsigned>(rows_per_grid_row * choice.cluster),
+                    static_cast<unsigned>(ceil_div(info.rows, rows_per_grid_row)));
+    const BlockRegsParams params = block_regs_params(info, choice.slice_len);
     const Launch launch{choice.kernel, grid, dim3(static_cast<unsigned>(choice.threads)), 0,
                         choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
     *plan = make_family_plan(info, params, {launch}, 0,

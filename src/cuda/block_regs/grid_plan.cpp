@@ -90,14 +90,8 @@ smxStatus_t choose_grid_regs_steps(const SoftmaxInfo& info, const PlanContext& c
 namespace {
 
 BlockRegsParams grid_regs_params(const SoftmaxInfo& info, const GridRegsChoice& choice) {
-    BlockRegsParams params;
-    params.rows = info.rows;
-    params.row_len = info.row_len;
-    params.x_row_stride = info.x.row_stride;
-    params.y_row_stride = info.y.row_stride;
-    params.slice_len = choice.slice_len;
+    BlockRegsParams params = block_regs_params(info, choice.slice_len);
     params.chunks = choice.chunks;
-    params.log_mode = info.is_log() ? 1 : 0;
     return params;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/block_regs/params.hpp"
 #include "cuda/plan/context.hpp"
 
 namespace smx::cuda {
@@ -25,6 +26,9 @@ struct RegsChoice {
 // The configuration for a row: the default search, then the searches for f32 x and for packed 16-bit x
 // (performance.md#block-regs).
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& context, RegsChoice* choice);
+
+// The parameters every block-regs plan starts from: the problem's rows and `slice_len` elements per CTA.
+BlockRegsParams block_regs_params(const SoftmaxInfo& info, std::int64_t slice_len);
 
 // A cluster per row with `choice` (fits).
 smxStatus_t plan_block_regs(const SoftmaxInfo& info, const RegsChoice& choice, FamilyPlan* plan);
