@@ -56,9 +56,20 @@ struct LogSoftmaxOutput {
 // value. ForwardOutput takes the mode at run time, so one instance serves softmax and log-softmax.
 struct ForwardOutput {
     bool log;
+    // log(sum) where the formula needs it, else 0 (not computed).
+    template <class C>
+    __device__ __forceinline__ C log_sum_of(C sum) const {
+        return log ? log_of(sum) : C(0);
+    }
     template <class C>
     __device__ __forceinline__ C element_from_value(C value, C max, C inverse_sum, C log_sum) const {
         return softmax_output(value - max, inverse_sum, log_sum, log);
+    }
+    // The same with the exp taken by the body's shifted exp functor: exp(value) * factor, factor = the
+    // functor's unbias / sum.
+    template <class C, class Exp>
+    __device__ __forceinline__ C element_from_value(C value, C max, C log_sum, const Exp& exp, C factor) const {
+        return log ? (value - max) - log_sum : exp(value) * factor;
     }
 };
 

@@ -7,6 +7,7 @@
 //                 one CTA per (chunk, row); kernel 1 writes each chunk's (max, sum) to the workspace,
 //                 kernel 2 loads its chunk's first packs, folds the row's partials meanwhile (same order
 //                 in every CTA) and writes its chunk.
+#include "cuda/common/epilogue.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/online/params.hpp"
 
@@ -165,17 +166,19 @@ __device__ __forceinline__ WriteStep<X, Y> load_first_write_step(const X* x, std
 // Writes y[0, count) from x[0, count) and the row's statistics, threads striding; any alignment
 // (y's packs are stored whole when y is aligned like x, element-wise otherwise). kFirstLoaded: `first`
 // holds this thread's first step (load_first_write_step); otherwise it is ignored. The last pass over
-// x: packs are read and written streaming, so the x still to be re-read keeps its place in L2.
-template <bool kFirstLoaded, class X, class Y, class C>
-__device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count, Stats<C> stats, bool log_mode,
-                                            int tid, int threads, const WriteStep<X, Y>& first) {
+// x: packs are read and written streaming, so the x still to be re-read keeps its place in L2. Each element
+// is output_formula's (common/epilogue.cuh).
+template <bool kFirstLoaded, class X, class Y, class C, class Output>
+__device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count, Stats<C> stats,
+                                            const Output& output_formula, int tid, int threads,
+                                            const WriteStep<X, Y>& first) {
     constexpr int kPack = WriteStep<X, Y>::kPack;
     constexpr int kUnroll = WriteStep<X, Y>::kUnroll;
     const RangeSplit split = split_range<kPack>(x, count);
-    const C log_sum = log_mode ? log_of(stats.sum) : C(0);
+    const C log_sum = output_formula.log_sum_of(stats.sum);
     with_shifted_exp(stats.max, [&](const auto& exp) {
         const C factor = exp.unbias() * reciprocal(stats.sum);
-        const auto output = [&](C v) { return log_mode ? (v - stats.max) - log_sum : exp(v) * factor; };
+        const auto output = [&](C v) { return output_formula.element_from_value(v, stats.max, log_sum, exp, factor); };
         if (tid < split.head) y[tid] = StoreAs<Y>::from(output(to_compute(x[tid])));
         Y* y_body = y + split.head;
         const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
@@ -247,8 +250,8 @@ __global__ void __launch_bounds__(512) block_online_softmax(const ParamBlock<Onl
         WriteStep<X, Y> first;
         if constexpr (kPreload) first = load_first_write_step<X, Y>(x_row, args.row_len, threadIdx.x, blockDim.x);
         stats = block_combine_stats(stats, scratch);
-        range_write<kPreload>(x_row, y + row * args.y_row_stride, args.row_len, stats, args.log_mode != 0, threadIdx.x,
-                              blockDim.x, first);
+        range_write<kPreload>(x_row, y + row * args.y_row_stride, args.row_len, stats, ForwardOutput{args.log_mode != 0},
+                              threadIdx.x, blockDim.x, first);
     }
 }
 
@@ -305,8 +308,8 @@ __global__ void __launch_bounds__(512, 2) split_row_write(const ParamBlock<Onlin
             stats = combine(stats, partials[row * args.chunks + c]);
         }
         stats = block_combine_stats(stats, scratch);
-        range_write<true>(x_chunk, y + row * args.y_row_stride + offset, count, stats, args.log_mode != 0, threadIdx.x,
-                          blockDim.x, first);
+        range_write<true>(x_chunk, y + row * args.y_row_stride + offset, count, stats, ForwardOutput{args.log_mode != 0},
+                          threadIdx.x, blockDim.x, first);
     }
 }
 
