@@ -10,8 +10,6 @@ namespace smx {
 
 smxStatus_t make_softmax_info(int mode, int axis, const smxTensorDescriptor* y, const smxTensorDescriptor* x,
                               SoftmaxInfo* info) {
-    if (x == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "xDesc is NULL");
-    if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "yDesc is NULL");
     if (mode != SMX_SOFTMAX && mode != SMX_LOG_SOFTMAX) {
         return fail(SMX_STATUS_BAD_PARAM_MODE, "mode {} is not an smxSoftmaxMode_t (SMX_SOFTMAX=1, SMX_LOG_SOFTMAX=2)",
                     mode);

@@ -21,8 +21,8 @@ struct SoftmaxInfo : RowGeometry {
     bool is_log() const { return mode == SMX_LOG_SOFTMAX; }
 };
 
-// Validates (mode, axis, y, x) and fills `info`. `mode` is the raw value a caller passed. On failure returns
-// the status and sets the last error.
+// Validates (mode, axis, y, x) and fills `info`. `mode` is the raw value a caller passed; y and x are live
+// descriptors or NULL (refused). On failure returns the status and sets the last error.
 smxStatus_t make_softmax_info(int mode, int axis, const smxTensorDescriptor* y, const smxTensorDescriptor* x,
                               SoftmaxInfo* info);
 
