@@ -174,13 +174,8 @@ bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, cons
 }
 
 BlockRegsParams block_regs_params(const SoftmaxInfo& info, std::int64_t slice_len) {
-    BlockRegsParams params;
-    params.rows = info.rows;
-    params.row_len = info.row_len;
-    params.x_row_stride = info.x.row_stride;
-    params.y_row_stride = info.y.row_stride;
+    BlockRegsParams params = rows_params<BlockRegsParams>(info);
     params.slice_len = slice_len;
-    params.log_mode = info.is_log() ? 1 : 0;
     return params;
 }
 

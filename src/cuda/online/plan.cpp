@@ -12,16 +12,6 @@ namespace {
 // starts at the row's 16-byte phase and the vector body stays aligned.
 constexpr std::int64_t kSplitChunkGranule = 64;
 
-OnlineRowsParams rows_params(const SoftmaxInfo& info) {
-    OnlineRowsParams params;
-    params.rows = info.rows;
-    params.row_len = info.row_len;
-    params.x_row_stride = info.x.row_stride;
-    params.y_row_stride = info.y.row_stride;
-    params.log_mode = info.is_log() ? 1 : 0;
-    return params;
-}
-
 }  // namespace
 
 smxStatus_t plan_block_online(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
@@ -30,7 +20,8 @@ smxStatus_t plan_block_online(const SoftmaxInfo& info, const PlanContext& contex
     int blocks = 0;
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, kOnlineThreads, 0, &blocks));
     const unsigned grid = persistent_grid(info.rows, blocks, context.limits.multiprocessor_count);
-    *plan = make_family_plan(info, rows_params(info), {Launch{kernel, dim3(grid), dim3(kOnlineThreads), 0, 0}}, 0,
+    *plan = make_family_plan(info, rows_params<OnlineRowsParams>(info),
+                             {Launch{kernel, dim3(grid), dim3(kOnlineThreads), 0, 0}}, 0,
                              fmt::format("cuda block-online threads={} grid={}", kOnlineThreads, grid));
     return SMX_STATUS_SUCCESS;
 }
@@ -48,7 +39,7 @@ smxStatus_t plan_split_row(const SoftmaxInfo& info, const PlanContext& context, 
     const std::int64_t chunks = ceil_div(info.row_len, chunk_len);
     const int threads = chunk_len >= 16384 ? 512 : 256;
     const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(std::min<std::int64_t>(info.rows, kMaxGridY)));
-    OnlineRowsParams params = rows_params(info);
+    OnlineRowsParams params = rows_params<OnlineRowsParams>(info);
     params.slice_len = chunk_len;
     params.chunks = chunks;
     const std::size_t workspace = static_cast<std::size_t>(info.rows * chunks) * stats_bytes(info);

@@ -46,6 +46,18 @@ FamilyPlan make_family_plan(const SoftmaxInfo& info, const Params& params, std::
     return plan;
 }
 
+// A Rows-layout family's parameters with the fields they all share filled in from the problem.
+template <class Params>
+Params rows_params(const SoftmaxInfo& info) {
+    Params params;
+    params.rows = info.rows;
+    params.row_len = info.row_len;
+    params.x_row_stride = info.x.row_stride;
+    params.y_row_stride = info.y.row_stride;
+    params.log_mode = info.is_log() ? 1 : 0;
+    return params;
+}
+
 // Bytes of one (max, sum) partial in the workspace: doubles for f64 compute, floats otherwise.
 inline std::size_t stats_bytes(const SoftmaxInfo& info) {
     return 2 * (info.x_dtype == SMX_DTYPE_F64 ? sizeof(double) : sizeof(float));

@@ -56,12 +56,7 @@ smxStatus_t plan_warp(const SoftmaxInfo& info, const PlanContext& context, Famil
     // One pass of the grid over the rows, not a persistent grid: the block scheduler overlaps one block's
     // tail with the next (performance.md#warp).
     const unsigned grid = static_cast<unsigned>(std::clamp<std::int64_t>(ceil_div(info.rows, rows_per_block), 1, INT_MAX));
-    WarpParams params;
-    params.rows = info.rows;
-    params.row_len = info.row_len;
-    params.x_row_stride = info.x.row_stride;
-    params.y_row_stride = info.y.row_stride;
-    params.log_mode = info.is_log() ? 1 : 0;
+    WarpParams params = rows_params<WarpParams>(info);
     params.offsets_32 = warp_offsets_fit_32_bits(info, shape, context.preferences) ? 1 : 0;
     *plan = make_family_plan(info, params, {Launch{kernel, dim3(grid), dim3(threads), 0, 0}}, 0,
                              fmt::format("cuda warp lanes={} cols_per_lane={} rows_per_thread={} threads={} grid={} "
