@@ -158,6 +158,35 @@ SMX_API smxStatus_t smxSoftmaxForward(smxSoftmaxDescriptor_t desc, void* workspa
 SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Softmax backward                                                                                 */
+/* ------------------------------------------------------------------------------------------------ */
+
+/** A validated softmax or log-softmax backward problem with its chosen plan. Read-only after creation. */
+typedef struct smxSoftmaxBackwardDescriptor* smxSoftmaxBackwardDescriptor_t;
+
+/** Creates a backward descriptor: dx from dy (the gradient of y) and y (the forward's output) along `axis`.
+ *    SMX_SOFTMAX:     dx = y * (dy - sum(dy * y))
+ *    SMX_LOG_SOFTMAX: dx = dy - exp(y) * sum(dy)
+ *  (TODO(issue 52): full contract.) */
+SMX_API smxStatus_t smxCreateSoftmaxBackwardDescriptor(smxHandle_t handle, smxSoftmaxBackwardDescriptor_t* desc,
+                                                       smxSoftmaxMode_t mode, int axis, smxTensorDescriptor_t dxDesc,
+                                                       smxTensorDescriptor_t dyDesc, smxTensorDescriptor_t yDesc);
+
+/** The workspace, in bytes, that smxSoftmaxBackward needs with this descriptor (often 0); same rules as
+ *  smxGetSoftmaxWorkspaceSize. */
+SMX_API smxStatus_t smxGetSoftmaxBackwardWorkspaceSize(smxSoftmaxBackwardDescriptor_t desc, size_t* workspaceBytes);
+
+/** The chosen backward plan as text; the string lives until the descriptor is destroyed. */
+SMX_API smxStatus_t smxGetSoftmaxBackwardPlan(smxSoftmaxBackwardDescriptor_t desc, const char** plan);
+
+/** Computes dx. In-place dx == dy (same layout) is allowed. (TODO(issue 52): full contract.) */
+SMX_API smxStatus_t smxSoftmaxBackward(smxSoftmaxBackwardDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                       void* dx, const void* dy, const void* y, void* stream);
+
+/** Destroys a backward descriptor. NULL is a no-op. */
+SMX_API smxStatus_t smxDestroySoftmaxBackwardDescriptor(smxSoftmaxBackwardDescriptor_t desc);
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Logging                                                                                          */
 /* ------------------------------------------------------------------------------------------------ */
 

@@ -8,6 +8,8 @@
 #include "cuda/plan/preferences.hpp"
 #include "ops/softmax/info.hpp"
 #include "ops/softmax/plan.hpp"
+#include "ops/softmax_backward/info.hpp"
+#include "ops/softmax_backward/plan.hpp"
 
 namespace smx {
 
@@ -19,6 +21,11 @@ smxStatus_t cuda_query_device(int device_id, DeviceLimits* limits);
 // Chooses the kernel family and its launch shape for a validated problem on that device.
 smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const DeviceLimits& limits,
                                    const cuda::PlanPreferences& preferences, std::unique_ptr<SoftmaxPlan>* plan);
+
+// Chooses the backward kernels for a validated backward problem on that device (src/cuda/backward/).
+smxStatus_t make_cuda_softmax_backward_plan(const SoftmaxBackwardInfo& info, int device_id, const DeviceLimits& limits,
+                                            const cuda::PlanPreferences& preferences,
+                                            std::unique_ptr<SoftmaxBackwardPlan>* plan);
 
 // Forward-time check that y and x are memory the device `device_id` can address (device or managed
 // memory of that device, or mapped host memory); refuses plain host pointers and other devices' memory.
