@@ -209,6 +209,53 @@ std::vector<double> reference_softmax(const HostTensor& x, int axis, bool log_mo
     return out;
 }
 
+BackwardReference reference_softmax_backward(const HostTensor& dy, const HostTensor& y, int axis, bool log_mode) {
+    const int ndim = y.ndim();
+    if (axis < 0) axis += ndim;
+    const std::int64_t n = y.shape[axis];
+    const std::int64_t total = y.numel();
+    BackwardReference out;
+    out.dx.resize(static_cast<std::size_t>(total));
+    out.scale.resize(static_cast<std::size_t>(total));
+    if (total == 0) return out;
+    const std::vector<std::int64_t> logical = row_major_strides(y.shape);
+    const std::int64_t rows = total / n;
+    parallel_ranges(rows, std::max<std::int64_t>(1, kElementsPerBlock / n), [&](std::int64_t first_row, std::int64_t end_row) {
+        std::vector<double> dys(static_cast<std::size_t>(n)), ys(static_cast<std::size_t>(n));
+        for (std::int64_t r = first_row; r < end_row; ++r) {
+            std::int64_t rest = r, dy_base = 0, y_base = 0, out_base = 0;
+            for (int d = ndim - 1; d >= 0; --d) {
+                if (d == axis) continue;
+                const std::int64_t i = rest % y.shape[d];
+                rest /= y.shape[d];
+                dy_base += i * dy.strides[d];
+                y_base += i * y.strides[d];
+                out_base += i * logical[d];
+            }
+            double sum = 0.0, abs_sum = 0.0;  // sum(dy * y) and sum|dy * y| (log-softmax: sum(dy), sum|dy|)
+            for (std::int64_t j = 0; j < n; ++j) {
+                dys[j] = dy.get(dy_base + j * dy.strides[axis]);
+                ys[j] = y.get(y_base + j * y.strides[axis]);
+                const double term = log_mode ? dys[j] : dys[j] * ys[j];
+                sum += term;
+                abs_sum += std::fabs(term);
+            }
+            for (std::int64_t j = 0; j < n; ++j) {
+                const std::size_t at = static_cast<std::size_t>(out_base + j * logical[axis]);
+                if (log_mode) {
+                    const double e = std::exp(ys[j]);
+                    out.dx[at] = dys[j] - e * sum;
+                    out.scale[at] = std::fabs(dys[j]) + e * abs_sum;
+                } else {
+                    out.dx[at] = ys[j] * (dys[j] - sum);
+                    out.scale[at] = std::fabs(ys[j]) * (std::fabs(dys[j]) + abs_sum);
+                }
+            }
+        }
+    });
+    return out;
+}
+
 double relative_tolerance(smxDataType_t y_dtype) {
     switch (y_dtype) {
         case SMX_DTYPE_F64: return 1e-12;
@@ -334,6 +381,38 @@ std::mt19937_64& test_rng() {
         return std::mt19937_64(seed);
     }();
     return rng;
+}
+
+std::string compare_backward_to_reference(const HostTensor& dx, const BackwardReference& ref, double compute_rtol) {
+    if (dx.numel() != static_cast<std::int64_t>(ref.dx.size())) {
+        return "dx has " + std::to_string(dx.numel()) + " elements, the reference " + std::to_string(ref.dx.size());
+    }
+    const double rtol = std::max(relative_tolerance(dx.dtype), compute_rtol);
+    const double floor = underflow_slack(dx.dtype);
+    std::int64_t failures = 0, worst_index = -1;
+    double worst_ratio = 0.0, worst_got = 0.0;
+    for_each_logical(dx, 0, dx.numel(), [&](std::int64_t i, std::int64_t offset) {
+        const double got = dx.get(offset);
+        const double want = ref.dx[static_cast<std::size_t>(i)];
+        double ratio;
+        if (std::isnan(want) || std::isnan(got)) {
+            ratio = std::isnan(want) && std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
+        } else if (std::isinf(want) || std::isinf(got)) {
+            ratio = got == want ? 0.0 : std::numeric_limits<double>::infinity();
+        } else {
+            ratio = std::fabs(got - want) / (rtol * ref.scale[static_cast<std::size_t>(i)] + floor);
+        }
+        if (ratio > 1.0) ++failures;
+        if (ratio > worst_ratio || worst_index < 0) {
+            worst_ratio = ratio;
+            worst_index = i;
+            worst_got = got;
+        }
+    });
+    if (failures == 0) return "";
+    return std::to_string(failures) + " of " + std::to_string(dx.numel()) + " elements outside tolerance; worst: logical index " +
+           std::to_string(worst_index) + " got " + std::to_string(worst_got) + " expected " +
+           std::to_string(ref.dx[static_cast<std::size_t>(worst_index)]) + " (error/allowed " + std::to_string(worst_ratio) + ")";
 }
 
 }  // namespace smx_test

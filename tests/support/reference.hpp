@@ -57,6 +57,22 @@ void poison(HostTensor& t);
 // Semantics as documented: NaN/+inf in a row -> NaN row; all -inf -> NaN; size-1 axis -> 1 (log 0).
 std::vector<double> reference_softmax(const HostTensor& x, int axis, bool log_mode);
 
+// The float64 backward reference along `axis`, over the logical elements (row-major order of the shape):
+//   softmax:     dx = y * (dy - sum(dy * y))        log-softmax: dx = dy - exp(y) * sum(dy)
+// computed with IEEE double arithmetic throughout (NaN and infinities propagate as PyTorch's float formulas
+// do). `scale` is each element's error scale, the magnitude its rounding errors are relative to:
+//   softmax: |y| * (|dy| + sum|dy * y|)            log-softmax: |dy| + exp(y) * sum|dy|
+struct BackwardReference {
+    std::vector<double> dx;
+    std::vector<double> scale;
+};
+BackwardReference reference_softmax_backward(const HostTensor& dy, const HostTensor& y, int axis, bool log_mode);
+
+// Compares dx (read through its layout) with the backward reference: |dx - ref| <= rtol(dx's dtype, or
+// `compute_rtol` where that is larger) * scale + the smallest normal of dx's dtype; NaN must match NaN and
+// infinities must match. Returns "" on success, else a description of the worst element.
+std::string compare_backward_to_reference(const HostTensor& dx, const BackwardReference& ref, double compute_rtol);
+
 // Relative tolerance for an output dtype (f64 1e-12, f32 1e-5, f16 1e-3, bf16 8e-3).
 double relative_tolerance(smxDataType_t y_dtype);
 
