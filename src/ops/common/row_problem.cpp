@@ -183,6 +183,35 @@ smxStatus_t make_row_geometry(int axis, const OperandSpec* operands, int count, 
     return SMX_STATUS_SUCCESS;
 }
 
+std::string describe_geometry(const RowGeometry& geometry, const NamedLayout* operands, int count) {
+    // " x=1 y=4": one value per operand, each after its name.
+    const auto per_operand = [&](auto value_of) {
+        std::string text;
+        for (int k = 0; k < count; ++k) text += fmt::format(" {}={}", operands[k].name, value_of(*operands[k].layout));
+        return text;
+    };
+    std::string text = fmt::format("{} rows={} row_len={} axis_stride", layout_name(geometry.layout), geometry.rows,
+                                   geometry.row_len);
+    text += per_operand([](const OperandLayout& l) { return l.axis_stride; });
+    switch (geometry.layout) {
+        case RowLayout::Rows:
+            text += " row_stride" + per_operand([](const OperandLayout& l) { return l.row_stride; });
+            break;
+        case RowLayout::Spatial:
+            text += fmt::format(" outer={} inner={} outer_stride", geometry.outer, geometry.inner) +
+                    per_operand([](const OperandLayout& l) { return l.outer_stride; });
+            break;
+        case RowLayout::General:
+            text += " index " + format_dims(geometry.index_shape, geometry.index_ndim);
+            for (int k = 0; k < count; ++k) {
+                text += fmt::format(" {}_strides {}", operands[k].name,
+                                    format_dims(operands[k].layout->index_strides, geometry.index_ndim));
+            }
+            break;
+    }
+    return text;
+}
+
 bool same_layout(const smxTensorDescriptor& a, const smxTensorDescriptor& b) {
     if (dtype_size(a.dtype) != dtype_size(b.dtype) || a.ndim != b.ndim) return false;
     for (int i = 0; i < a.ndim; ++i) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "smx/smx.h"
 
@@ -63,6 +64,16 @@ struct OperandSpec {
 // sets the last error. Dtypes are the operator's business: this checks none.
 smxStatus_t make_row_geometry(int axis, const OperandSpec* operands, int count, RowGeometry* geometry,
                               OperandLayout* layouts);
+
+// One operand's layout and its name, for describe_geometry.
+struct NamedLayout {
+    const char* name;
+    const OperandLayout* layout;
+};
+
+// The geometry part of a problem's log line, each stride given per operand in the order passed:
+// "rows rows=8 row_len=1024 axis_stride x=1 y=1 row_stride x=1024 y=1024".
+std::string describe_geometry(const RowGeometry& geometry, const NamedLayout* operands, int count);
 
 // Whether two tensors of one shape place every element at the same offset with the same element size:
 // what makes passing one pointer for both (in place) legal.

@@ -33,26 +33,10 @@ smxStatus_t make_softmax_info(int mode, int axis, const smxTensorDescriptor* y, 
 }
 
 std::string describe(const SoftmaxInfo& info) {
-    std::string text = fmt::format("{} {}->{} shape {} axis {}: {} rows={} row_len={} axis_stride x={} y={}",
-                                   info.is_log() ? "log_softmax" : "softmax", dtype_name(info.x_dtype),
-                                   dtype_name(info.y_dtype), format_dims(info.shape, info.ndim), info.axis,
-                                   layout_name(info.layout), info.rows, info.row_len, info.x.axis_stride,
-                                   info.y.axis_stride);
-    switch (info.layout) {
-        case RowLayout::Rows:
-            text += fmt::format(" row_stride x={} y={}", info.x.row_stride, info.y.row_stride);
-            break;
-        case RowLayout::Spatial:
-            text += fmt::format(" outer={} inner={} outer_stride x={} y={}", info.outer, info.inner,
-                                info.x.outer_stride, info.y.outer_stride);
-            break;
-        case RowLayout::General:
-            text += fmt::format(" index {} x_strides {} y_strides {}", format_dims(info.index_shape, info.index_ndim),
-                                format_dims(info.x.index_strides, info.index_ndim),
-                                format_dims(info.y.index_strides, info.index_ndim));
-            break;
-    }
-    return text;
+    const NamedLayout operands[] = {{"x", &info.x}, {"y", &info.y}};
+    return fmt::format("{} {}->{} shape {} axis {}: {}", info.is_log() ? "log_softmax" : "softmax",
+                       dtype_name(info.x_dtype), dtype_name(info.y_dtype), format_dims(info.shape, info.ndim), info.axis,
+                       describe_geometry(info, operands, 2));
 }
 
 smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const void* x) {
