@@ -252,11 +252,11 @@ smxStatus_t check_operand_pointers(const OperandPointer* operands, int count) {
             if (in_place && operands[w].pointer == operands[o].pointer && operands[w].same_layout_as_in_place) continue;
             // Each range from its lowest byte, which lies below the pointer where strides are negative.
             const std::string rule =
-                in_place ? fmt::format("in-place needs {} == {} with identical strides and element size", operands[w].name,
-                                       operands[o].name)
-                         : fmt::format("{} may not share memory with {}", operands[w].name, operands[o].name);
+                in_place ? fmt::format("without being the same tensor: in-place needs {} == {} with identical strides "
+                                       "and element size", operands[w].name, operands[o].name)
+                         : std::string("and may not share any memory with it");
             return fail(SMX_STATUS_BAD_PARAM_OVERLAP,
-                        "{} (bytes {:#x}..+{}) overlaps {} (bytes {:#x}..+{}) without being the same tensor: {}",
+                        "{} (bytes {:#x}..+{}) overlaps {} (bytes {:#x}..+{}) {}",
                         operands[w].name, static_cast<unsigned long long>(written.first),
                         static_cast<long long>(written.last - written.first + 1), operands[o].name,
                         static_cast<unsigned long long>(other.first), static_cast<long long>(other.last - other.first + 1),
