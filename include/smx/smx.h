@@ -164,26 +164,53 @@ SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc);
 /** A validated softmax or log-softmax backward problem with its chosen plan. Read-only after creation. */
 typedef struct smxSoftmaxBackwardDescriptor* smxSoftmaxBackwardDescriptor_t;
 
-/** Creates a backward descriptor: dx from dy (the gradient of y) and y (the forward's output) along `axis`.
+/** Creates a backward descriptor: dx, the gradient of the forward's input, from dy (the gradient of its output)
+ *  and y (its output), along `axis`:
  *    SMX_SOFTMAX:     dx = y * (dy - sum(dy * y))
  *    SMX_LOG_SOFTMAX: dx = dy - exp(y) * sum(dy)
- *  (TODO(issue 52): full contract.) */
+ *  axis is in [-ndim, ndim) (negative counts from the end). dx, dy and y must have the same shape; their
+ *  strides may differ, and dy and y may broadcast (zero strides). dy and y must share one dtype (the forward's
+ *  output dtype); dx may be any of F16/BF16/F32/F64 (the forward's input dtype). Computed in float32, or in
+ *  float64 where any of the three is F64, and rounded once to dx's dtype.
+ *  The descriptor copies what it needs from the tensor descriptors, which may be destroyed right after.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _MODE, _SHAPE (the three shapes differ), _AXIS,
+ *  _OVERLAP (dx's strides make distinct elements share memory, e.g. a zero stride),
+ *  SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR (dy's dtype is not y's), or SMX_STATUS_ALLOC_FAILED. On failure *desc
+ *  is set to NULL. */
 SMX_API smxStatus_t smxCreateSoftmaxBackwardDescriptor(smxHandle_t handle, smxSoftmaxBackwardDescriptor_t* desc,
                                                        smxSoftmaxMode_t mode, int axis, smxTensorDescriptor_t dxDesc,
                                                        smxTensorDescriptor_t dyDesc, smxTensorDescriptor_t yDesc);
 
 /** The workspace, in bytes, that smxSoftmaxBackward needs with this descriptor (often 0); same rules as
- *  smxGetSoftmaxWorkspaceSize. */
+ *  smxGetSoftmaxWorkspaceSize (device memory on a CUDA handle, host memory on a CPU one, no initial value,
+ *  16-byte aligned). */
 SMX_API smxStatus_t smxGetSoftmaxBackwardWorkspaceSize(smxSoftmaxBackwardDescriptor_t desc, size_t* workspaceBytes);
 
-/** The chosen backward plan as text; the string lives until the descriptor is destroyed. */
+/** The chosen backward plan as text, e.g. "cpu reference backward layout=rows threads=4"; the string belongs
+ *  to the descriptor and lives until it is destroyed. */
 SMX_API smxStatus_t smxGetSoftmaxBackwardPlan(smxSoftmaxBackwardDescriptor_t desc, const char** plan);
 
-/** Computes dx. In-place dx == dy (same layout) is allowed. (TODO(issue 52): full contract.) */
+/** Computes dx from dy and y along the descriptor's axis.
+ *  dx, dy and y point at element [0, ..., 0] of their tensors (device memory for a CUDA handle, host memory
+ *  for a CPU handle), each aligned to its element size. In place, dx == dy with identical strides and element
+ *  size, is allowed; dx may meet dy in no other way, and may not share any memory with y (dx == y included),
+ *  all refused with SMX_STATUS_BAD_PARAM_OVERLAP.
+ *  CUDA: enqueues on `stream` (a cudaStream_t; NULL is the default stream) and returns without waiting; it
+ *  never synchronizes or allocates, so it may be captured in a CUDA graph. CPU: `stream` is ignored and the
+ *  call returns when dx is written; a worker thread that cannot be started leaves its rows to the calling
+ *  thread rather than failing the call. Tensors with zero elements succeed and do nothing.
+ *  Special values follow PyTorch, whose formulas these are, evaluated in IEEE arithmetic (docs/api.md lists
+ *  the cases): a NaN in a row's dy (softmax: or y) makes the whole row's dx NaN; log-softmax: a NaN in y gives
+ *  NaN at that element only, and y = -inf gives dx = dy there (for a finite sum(dy)). With the forward's y
+ *  of an axis of size 1 (softmax 1, log-softmax 0), dx is 0.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or dx/dy/y with elements to compute), _OBJECT,
+ *  _WORKSPACE (workspaceBytes below the queried size), _ALIGNMENT, _OVERLAP, _DEVICE (CUDA: dx, dy or y is not
+ *  memory of the handle's device), SMX_STATUS_EXECUTION_FAILED (a CUDA launch failed). */
 SMX_API smxStatus_t smxSoftmaxBackward(smxSoftmaxBackwardDescriptor_t desc, void* workspace, size_t workspaceBytes,
                                        void* dx, const void* dy, const void* y, void* stream);
 
-/** Destroys a backward descriptor. NULL is a no-op. */
+/** Destroys a backward descriptor. NULL is a no-op. Work already enqueued with it is unaffected.
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live backward descriptor. */
 SMX_API smxStatus_t smxDestroySoftmaxBackwardDescriptor(smxSoftmaxBackwardDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */
