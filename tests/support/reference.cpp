@@ -368,6 +368,21 @@ smxStatus_t run_cpu(HostTensor& y, const HostTensor& x, int axis, bool log_mode)
     return smxSoftmaxForward(desc.desc, workspace.data(), workspace_bytes, y.data(), x_data, nullptr);
 }
 
+smxStatus_t run_cpu_backward(HostTensor& dx, const HostTensor& dy, const HostTensor& y, int axis, bool log_mode) {
+    Handle handle(SMX_DEVICE_CPU, 0);
+    if (handle.status != SMX_STATUS_SUCCESS) return handle.status;
+    TensorDesc dx_desc(dx), dy_desc(dy), y_desc(y);
+    SoftmaxBackwardDesc desc(handle.handle, log_mode ? SMX_LOG_SOFTMAX : SMX_SOFTMAX, axis, dx_desc.desc, dy_desc.desc,
+                             y_desc.desc);
+    if (desc.status != SMX_STATUS_SUCCESS) return desc.status;
+    size_t workspace_bytes = 0;
+    smxStatus_t status = smxGetSoftmaxBackwardWorkspaceSize(desc.desc, &workspace_bytes);
+    if (status != SMX_STATUS_SUCCESS) return status;
+    std::vector<unsigned char> workspace(workspace_bytes);
+    const void* dy_data = (&dx == &dy) ? dx.data() : dy.data();  // in place: one pointer for both
+    return smxSoftmaxBackward(desc.desc, workspace.data(), workspace_bytes, dx.data(), dy_data, y.data(), nullptr);
+}
+
 std::mt19937_64& test_rng() {
     static std::mt19937_64 rng = [] {
         std::uint64_t seed;

@@ -117,8 +117,24 @@ struct SoftmaxDesc {
     SoftmaxDesc& operator=(const SoftmaxDesc&) = delete;
 };
 
+struct SoftmaxBackwardDesc {
+    smxSoftmaxBackwardDescriptor_t desc = nullptr;
+    smxStatus_t status = SMX_STATUS_SUCCESS;
+    SoftmaxBackwardDesc(smxHandle_t handle, smxSoftmaxMode_t mode, int axis, smxTensorDescriptor_t dx,
+                        smxTensorDescriptor_t dy, smxTensorDescriptor_t y) {
+        status = smxCreateSoftmaxBackwardDescriptor(handle, &desc, mode, axis, dx, dy, y);
+    }
+    ~SoftmaxBackwardDesc() { smxDestroySoftmaxBackwardDescriptor(desc); }
+    SoftmaxBackwardDesc(const SoftmaxBackwardDesc&) = delete;
+    SoftmaxBackwardDesc& operator=(const SoftmaxBackwardDesc&) = delete;
+};
+
 // Runs softmax on the CPU backend: y = f(x) along axis. Returns the status of the first failing call.
 smxStatus_t run_cpu(HostTensor& y, const HostTensor& x, int axis, bool log_mode);
+
+// Runs the backward on the CPU backend: dx from dy and y along axis; in place (dx == dy) when `dx` and `dy` are
+// the same object. Returns the status of the first failing call.
+smxStatus_t run_cpu_backward(HostTensor& dx, const HostTensor& dy, const HostTensor& y, int axis, bool log_mode);
 
 // The random generator every test uses: seeded from SMX_TEST_SEED if set, else from the clock, and the
 // seed is printed once so a failure can be replayed.
