@@ -1,5 +1,6 @@
 /* c_api_test.c - the C API used from C99: a CPU handle, descriptors, softmax and log-softmax of a small
- * tensor checked against a plain double computation, one refusal with its message, and clean teardown.
+ * tensor checked against a plain double computation, the softmax backward of it checked the same way, one
+ * refusal with its message, and clean teardown.
  * Exits 0 when every check passes, 1 otherwise (CTest: smx_c_api). */
 #include <math.h>
 #include <stdio.h>
@@ -78,6 +79,44 @@ static void check_mode(smxHandle_t handle, smxTensorDescriptor_t desc, const flo
     CHECK(smxDestroySoftmaxDescriptor(softmax) == SMX_STATUS_SUCCESS);
 }
 
+/* The softmax backward of y = softmax(x): dx = y * (dy - sum(dy * y)) per row, against the same formula in
+ * double, within float32's tolerance relative to the terms it is made of. */
+static void check_backward(smxHandle_t handle, smxTensorDescriptor_t desc, const float* x) {
+    smxSoftmaxDescriptor_t softmax = NULL;
+    smxSoftmaxBackwardDescriptor_t backward = NULL;
+    size_t workspace_bytes = 1;
+    float y[ROWS * ROW_LEN], dy[ROWS * ROW_LEN], dx[ROWS * ROW_LEN];
+    int r, j;
+
+    REQUIRE_OK(smxCreateSoftmaxDescriptor(handle, &softmax, SMX_SOFTMAX, -1, desc, desc));
+    REQUIRE_OK(smxSoftmaxForward(softmax, NULL, 0, y, x, NULL));
+    for (j = 0; j < ROWS * ROW_LEN; ++j) dy[j] = (float)((rand() % 2001 - 1000) / 100.0 + 0.005);
+
+    REQUIRE_OK(smxCreateSoftmaxBackwardDescriptor(handle, &backward, SMX_SOFTMAX, -1, desc, desc, desc));
+    REQUIRE_OK(smxGetSoftmaxBackwardWorkspaceSize(backward, &workspace_bytes));
+    CHECK(workspace_bytes == 0);
+    memset(dx, 0xFF, sizeof dx); /* NaN in every element: an unwritten one shows */
+    REQUIRE_OK(smxSoftmaxBackward(backward, NULL, 0, dx, dy, y, NULL));
+    for (r = 0; r < ROWS; ++r) {
+        double sum = 0.0, abs_sum = 0.0;
+        for (j = 0; j < ROW_LEN; ++j) {
+            sum += (double)dy[r * ROW_LEN + j] * y[r * ROW_LEN + j];
+            abs_sum += fabs((double)dy[r * ROW_LEN + j] * y[r * ROW_LEN + j]);
+        }
+        for (j = 0; j < ROW_LEN; ++j) {
+            const int i = r * ROW_LEN + j;
+            const double expected = y[i] * (dy[i] - sum);
+            const double allowed = 1e-5 * fabs(y[i]) * (fabs(dy[i]) + abs_sum) + 1e-30;
+            if (!(fabs(dx[i] - expected) <= allowed)) {
+                fprintf(stderr, "softmax backward element %d: got %.9g, expected %.9g\n", i, (double)dx[i], expected);
+                ++g_failures;
+            }
+        }
+    }
+    CHECK(smxDestroySoftmaxBackwardDescriptor(backward) == SMX_STATUS_SUCCESS);
+    CHECK(smxDestroySoftmaxDescriptor(softmax) == SMX_STATUS_SUCCESS);
+}
+
 int main(void) {
     smxHandle_t handle = NULL;
     smxTensorDescriptor_t desc = NULL;
@@ -96,6 +135,7 @@ int main(void) {
 
     check_mode(handle, desc, x, SMX_SOFTMAX);
     check_mode(handle, desc, x, SMX_LOG_SOFTMAX);
+    check_backward(handle, desc, x);
 
     /* One refusal: axis 2 of a 2-d tensor, with its status, its category and a message naming the axis. */
     CHECK(smxCreateSoftmaxDescriptor(handle, &refused, SMX_SOFTMAX, 2, desc, desc) == SMX_STATUS_BAD_PARAM_AXIS);
