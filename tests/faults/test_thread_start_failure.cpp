@@ -1,8 +1,9 @@
-// A CPU forward whose worker threads cannot all start. This executable replaces the global operator new
-// and pthread_create (libsmx binds to both at run time, the executable's definitions first), so a test can
-// make exactly the Nth allocation, or the Nth thread start, after arming fail inside smxSoftmaxForward's
-// spawn loop. It is its own executable so the replacements touch no other test; it runs under ASan too
-// (the replacements allocate with malloc and forward to the next pthread_create, ASan's interceptor there).
+// CPU forwards and backwards whose worker threads cannot all start. This executable replaces the global
+// operator new and pthread_create (libsmx binds to both at run time, the executable's definitions first), so a
+// test can make exactly the Nth allocation, or the Nth thread start, after arming fail inside the compute
+// call's spawn loop (cpu/rows.hpp). It is its own executable so the replacements touch no other test; it runs
+// under ASan too (the replacements allocate with malloc and forward to the next pthread_create, ASan's
+// interceptor there).
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
@@ -105,31 +106,60 @@ struct ThreadedForward {
         fill_random(x, test_rng());
     }
     smxStatus_t run() { return smxSoftmaxForward(desc.desc, nullptr, 0, y.data(), x.data(), nullptr); }
+    HostTensor& output() { return y; }
+    std::string compare() const { return compare_to_reference(y, reference_softmax(x, 1, false), false); }
 };
 
-// Runs the forward with the Nth call counted by `countdown` failing, for N = 1, 2, ... until a forward
-// no longer reaches the Nth call: every one must succeed and write what the unfaulted forward writes.
-// Returns how many N were reached, i.e. how many chances to fail the forward had.
+// The same shape through the log-softmax backward: 7 workers again.
+struct ThreadedBackward {
+    ScopedEnvironment threads{"SMX_CPU_THREADS", "8"};
+    Handle handle{SMX_DEVICE_CPU, 0};
+    HostTensor dy = make_tensor(SMX_DTYPE_F32, {64, 65536});
+    HostTensor y = make_tensor(SMX_DTYPE_F32, {64, 65536});
+    HostTensor dx = make_tensor(SMX_DTYPE_F32, {64, 65536});
+    TensorDesc tensor_desc{dx};
+    SoftmaxBackwardDesc desc{handle.handle, SMX_LOG_SOFTMAX, 1, tensor_desc.desc, tensor_desc.desc, tensor_desc.desc};
+
+    ThreadedBackward() {
+        REQUIRE(handle.status == SMX_STATUS_SUCCESS);
+        REQUIRE(desc.status == SMX_STATUS_SUCCESS);
+        const char* plan = nullptr;
+        REQUIRE(smxGetSoftmaxBackwardPlan(desc.desc, &plan) == SMX_STATUS_SUCCESS);
+        REQUIRE_THAT(plan, Contains("threads=8"));
+        fill_random(dy, test_rng());
+        fill_random(y, test_rng(), 0.1);
+    }
+    smxStatus_t run() { return smxSoftmaxBackward(desc.desc, nullptr, 0, dx.data(), dy.data(), y.data(), nullptr); }
+    HostTensor& output() { return dx; }
+    std::string compare() const {
+        return compare_backward_to_reference(dx, reference_softmax_backward(dy, y, 1, true), 0.0);
+    }
+};
+
+// Runs the call (a ThreadedForward or ThreadedBackward) with the Nth call counted by `countdown` failing, for
+// N = 1, 2, ... until a run no longer reaches the Nth call: every one must succeed and write what the
+// unfaulted run writes. Returns how many N were reached, i.e. how many chances to fail the call had.
+template <typename Threaded>
 int check_every_fault_point(std::atomic<long>& countdown) {
-    ThreadedForward forward;
-    REQUIRE(forward.run() == SMX_STATUS_SUCCESS);
-    REQUIRE(compare_to_reference(forward.y, reference_softmax(forward.x, 1, false), false) == "");
-    const std::vector<unsigned char> expected = forward.y.storage;
+    Threaded call;
+    REQUIRE(call.run() == SMX_STATUS_SUCCESS);
+    REQUIRE(call.compare() == "");
+    const std::vector<unsigned char> expected = call.output().storage;
     int reached = 0;
     for (long nth = 1;; ++nth) {
-        poison(forward.y);
+        poison(call.output());
         smxStatus_t status;
         bool fired;
         {
             ArmedFault fault(countdown, nth);
-            status = forward.run();
+            status = call.run();
             fired = ArmedFault::fired();
         }
         if (!fired) break;
         ++reached;
         INFO("fault at call " << nth << ": " << smxGetStatusString(status) << " " << smxGetLastErrorMessage());
         CHECK(status == SMX_STATUS_SUCCESS);
-        const bool every_row_written = forward.y.storage == expected;  // the caller computed the rows no worker took
+        const bool every_row_written = call.output().storage == expected;  // the caller computed the rows no worker took
         CHECK(every_row_written);
     }
     return reached;
@@ -161,9 +191,11 @@ TEST_CASE("a failed allocation while forward starts its threads still computes e
         return;
     }
     // One chance per worker (its std::thread state) at least, most of them with earlier workers running.
-    CHECK(check_every_fault_point(g_allocations_until_failure) >= 7);
+    CHECK(check_every_fault_point<ThreadedForward>(g_allocations_until_failure) >= 7);
+    CHECK(check_every_fault_point<ThreadedBackward>(g_allocations_until_failure) >= 7);
 }
 
 TEST_CASE("a thread the system refuses to start still leaves every row computed", "[cpu][faults]") {
-    CHECK(check_every_fault_point(g_thread_starts_until_failure) == 7);
+    CHECK(check_every_fault_point<ThreadedForward>(g_thread_starts_until_failure) == 7);
+    CHECK(check_every_fault_point<ThreadedBackward>(g_thread_starts_until_failure) == 7);
 }
