@@ -1,4 +1,5 @@
-"""smx: softmax and log-softmax on CPU and CUDA through libsmx's C API (ctypes, and torch.ops.smx for torch).
+"""smx: softmax and log-softmax, and their gradients, on CPU and CUDA through libsmx's C API (ctypes, and
+torch.ops.smx for torch).
 
     import numpy as np, smx
     y = smx.softmax(np.random.rand(4, 10).astype(np.float32), dim=-1)
@@ -21,8 +22,9 @@ from ._lib import path as _library_file
 
 __version__ = "0.1.0"
 
-__all__ = ["softmax", "log_softmax", "plan", "version", "library_path", "set_log_level", "set_log_callback",
-           "SmxError", "SmxValueError", "SmxTypeError", "SmxNotImplementedError", "SmxRuntimeError"]
+__all__ = ["softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "plan", "version", "library_path",
+           "set_log_level", "set_log_callback", "SmxError", "SmxValueError", "SmxTypeError", "SmxNotImplementedError",
+           "SmxRuntimeError"]
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 _LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 6}
@@ -114,6 +116,61 @@ def _forward(x, dim, dtype, out, stream, mode):
     return y
 
 
+def _backward(grad_output, output, dim, dtype, out, stream, mode):
+    """The ctypes path of softmax_backward / log_softmax_backward (mode 1 / 2)."""
+    explicit_stream = None if stream is None else _arrays.stream_handle(stream)
+    dy_view = _arrays.describe(grad_output, explicit_stream, writable=False)
+    if _arrays.library_of(output) != dy_view.library:
+        raise TypeError(f"output is a {_arrays.library_of(output)} array but grad_output is a {dy_view.library} "
+                        "array; smx takes both from one library")
+    y_view = _arrays.describe(output, dy_view.stream, writable=False)
+    if y_view.device_type != dy_view.device_type or y_view.device_id != dy_view.device_id:
+        raise ValueError(f"output is on {y_view.device()} but grad_output is on {dy_view.device()}")
+    if y_view.shape != dy_view.shape:
+        raise ValueError(f"grad_output has shape {dy_view.shape} but output has shape {y_view.shape}")
+    axis = _axis(dim, len(y_view.shape))
+    if out is None:
+        dx = _arrays.empty_like_layout(output, y_view, y_view.shape, _output_dtype(y_view, dtype, None))
+    else:
+        if _arrays.library_of(out) != y_view.library:
+            raise TypeError(f"out is a {_arrays.library_of(out)} array but output is a {y_view.library} array; "
+                            "smx writes only into arrays of the inputs' own library")
+        dx = out
+    dx_view = _arrays.describe(dx, dy_view.stream, writable=True)
+    if out is not None:
+        if dx_view.device_type != y_view.device_type or dx_view.device_id != y_view.device_id:
+            raise ValueError(f"out is on {dx_view.device()} but output is on {y_view.device()}")
+        if dx_view.shape != y_view.shape:
+            raise ValueError(f"out has shape {dx_view.shape} but output has shape {y_view.shape}")
+        _output_dtype(y_view, dtype, dx_view)
+    shape, dy_strides = _problem(dy_view, dy_view.strides)
+    _, y_strides = _problem(y_view, y_view.strides)
+    _, dx_strides = _problem(dx_view, dx_view.strides)
+    descriptor = _cache.backward_descriptor(y_view.device_type, y_view.device_id, mode, axis, shape, dx_strides,
+                                            dy_strides, y_strides, dx_view.dtype, dy_view.dtype, y_view.dtype)
+    _enqueue(lib.smxSoftmaxBackward, descriptor, dy_view, (dy_view, y_view, dx_view),
+             (dx_view.pointer, dy_view.pointer, y_view.pointer))
+    if out is not None and dx_view.library == "torch":
+        _arrays.mark_torch_tensor_written(out)
+    return dx
+
+
+def _enqueue(compute, descriptor, launch, views, pointers):
+    """compute(descriptor, workspace, bytes, *pointers, stream) on launch's stream, with the workspace the
+    descriptor needs and the __cuda_array_interface__ streams of `views` ordered around it (_streams)."""
+    workspace_owner, workspace = None, None
+    if descriptor.workspace_bytes:
+        workspace_owner, workspace = _arrays.workspace(launch, descriptor.workspace_bytes)
+    foreign = _streams.foreign_streams(launch.stream, views) if any(
+        view.producer_stream is not None for view in views) else []
+    if foreign:
+        _streams.wait_for(foreign, launch.stream, launch.device_id)
+    check(compute(descriptor.pointer, workspace, descriptor.workspace_bytes, *pointers, launch.stream))
+    if foreign:
+        _streams.release(foreign, launch.stream, launch.device_id)
+    del workspace_owner  # safe once enqueued: CPU work is done, CUDA pools are ordered on the launch stream
+
+
 _operators = None  # smx.torch, once a torch tensor has come
 
 
@@ -161,6 +218,42 @@ def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     if route is not None:
         return route.log_softmax(x, dim, dtype, out, stream)
     return _forward(x, dim, dtype, out, stream, _LOG_SOFTMAX)
+
+
+def _torch_route_of_pair(grad_output, output):
+    """smx.torch when either array is a torch tensor (the operators then check both), else None."""
+    return _torch_route(output) or _torch_route(grad_output)
+
+
+def softmax_backward(grad_output, output, dim=-1, *, dtype=None, out=None, stream=None):
+    """The gradient of softmax's input from the gradient of its output: y * (dy - sum(dy * y)) along `dim`,
+    with dy = grad_output and y = output (softmax's result), as torch._softmax_backward_data computes it.
+
+    grad_output, output: arrays of one library, device and shape (any strides; either may broadcast), of one
+       dtype (the forward's output dtype): float16, bfloat16, float32 or float64. NumPy arrays run on the CPU,
+       torch tensors on their own device, CUDA arrays as for softmax().
+    dim: the axis the forward reduced along, as for softmax().
+    dtype: the gradient's dtype (the forward input's dtype, torch's `input_dtype`); default: output's dtype.
+       Computed in float32, or in float64 where any of the three is float64, rounded once.
+    out: write here instead of allocating (same library, device and shape); out=grad_output works in place,
+       out sharing memory with output is refused.
+    stream: as for softmax(); the launch stream is the one grad_output is read on.
+    Returns out, or a new array in output's library with output's dimension order.
+    torch tensors go through torch.ops.smx.softmax_backward (smx.torch): autograd, torch.compile, CUDA graphs."""
+    route = _torch_route_of_pair(grad_output, output)
+    if route is not None:
+        return route.softmax_backward(grad_output, output, dim, dtype, out, stream)
+    return _backward(grad_output, output, dim, dtype, out, stream, _SOFTMAX)
+
+
+def log_softmax_backward(grad_output, output, dim=-1, *, dtype=None, out=None, stream=None):
+    """The gradient of log_softmax's input: dy - exp(y) * sum(dy) along `dim`, with dy = grad_output and
+    y = output (log_softmax's result), as torch._log_softmax_backward_data computes it. Arguments as for
+    softmax_backward()."""
+    route = _torch_route_of_pair(grad_output, output)
+    if route is not None:
+        return route.log_softmax_backward(grad_output, output, dim, dtype, out, stream)
+    return _backward(grad_output, output, dim, dtype, out, stream, _LOG_SOFTMAX)
 
 
 def plan(x, dim=-1, *, dtype=None, log=False):

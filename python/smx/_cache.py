@@ -1,5 +1,5 @@
-"""Handles (one per device) and softmax descriptors (an LRU keyed by the whole problem), shared by all
-threads under one lock.
+"""Handles (one per device) and softmax and softmax backward descriptors (one LRU keyed by the whole problem),
+shared by all threads under one lock.
 
 A cached descriptor is a refcounted Python object: a thread that got it keeps it alive through its
 forward call even if another thread evicts it meanwhile; the C descriptor is destroyed when the last
@@ -15,7 +15,7 @@ import threading
 from ._errors import check
 from ._lib import lib
 
-__all__ = ["descriptor", "cache_info", "cache_clear", "CacheInfo", "MAX_DESCRIPTORS"]
+__all__ = ["descriptor", "backward_descriptor", "cache_info", "cache_clear", "CacheInfo", "MAX_DESCRIPTORS"]
 
 MAX_DESCRIPTORS = 256
 
@@ -64,14 +64,44 @@ class Descriptor:
                 lib.smxDestroyTensorDescriptor(y_desc)
         finally:
             lib.smxDestroyTensorDescriptor(x_desc)
-        workspace_bytes = ctypes.c_size_t()
-        check(lib.smxGetSoftmaxWorkspaceSize(self.pointer, ctypes.byref(workspace_bytes)))
-        self.workspace_bytes = workspace_bytes.value
-        plan = ctypes.c_char_p()
-        check(lib.smxGetSoftmaxPlan(self.pointer, ctypes.byref(plan)))
-        self.plan = plan.value.decode()
+        self.workspace_bytes, self.plan = _workspace_and_plan(self.pointer, lib.smxGetSoftmaxWorkspaceSize,
+                                                              lib.smxGetSoftmaxPlan)
 
     def __del__(self, _destroy=lib.smxDestroySoftmaxDescriptor):
+        if self.pointer:
+            _destroy(self.pointer)
+
+
+def _workspace_and_plan(pointer, get_workspace_size, get_plan):
+    """(workspace bytes, plan text) of a descriptor, through its operator's two getters."""
+    workspace_bytes = ctypes.c_size_t()
+    check(get_workspace_size(pointer, ctypes.byref(workspace_bytes)))
+    plan = ctypes.c_char_p()
+    check(get_plan(pointer, ctypes.byref(plan)))
+    return workspace_bytes.value, plan.value.decode()
+
+
+class BackwardDescriptor:
+    """An smxSoftmaxBackwardDescriptor_t with its workspace size and plan text, read once at creation."""
+    __slots__ = ("pointer", "handle", "workspace_bytes", "plan")
+
+    def __init__(self, handle, mode, axis, shape, dx_strides, dy_strides, y_strides, dx_dtype, dy_dtype, y_dtype):
+        self.pointer = None
+        self.handle = handle
+        tensors = []
+        try:
+            for dtype, strides in ((dx_dtype, dx_strides), (dy_dtype, dy_strides), (y_dtype, y_strides)):
+                tensors.append(_tensor_descriptor(dtype, shape, strides))
+            pointer = ctypes.c_void_p()
+            check(lib.smxCreateSoftmaxBackwardDescriptor(handle.pointer, ctypes.byref(pointer), mode, axis, *tensors))
+            self.pointer = pointer.value
+        finally:
+            for tensor in tensors:
+                lib.smxDestroyTensorDescriptor(tensor)
+        self.workspace_bytes, self.plan = _workspace_and_plan(self.pointer, lib.smxGetSoftmaxBackwardWorkspaceSize,
+                                                              lib.smxGetSoftmaxBackwardPlan)
+
+    def __del__(self, _destroy=lib.smxDestroySoftmaxBackwardDescriptor):
         if self.pointer:
             _destroy(self.pointer)
 
@@ -88,6 +118,20 @@ def descriptor(device_type, device_id, mode, axis, shape, x_strides, y_strides, 
     """The cached descriptor for this exact problem, created on a miss (evicting the least recently used
     one past MAX_DESCRIPTORS). `axis` must be normalized to [0, ndim)."""
     key = (device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
+    return _cached(key, device_type, device_id, Descriptor, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
+
+
+def backward_descriptor(device_type, device_id, mode, axis, shape, dx_strides, dy_strides, y_strides, dx_dtype,
+                        dy_dtype, y_dtype):
+    """The cached backward descriptor for this exact problem, in the same LRU as descriptor()'s."""
+    key = ("backward", device_type, device_id, mode, axis, shape, dx_strides, dy_strides, y_strides, dx_dtype,
+           dy_dtype, y_dtype)
+    return _cached(key, device_type, device_id, BackwardDescriptor, mode, axis, shape, dx_strides, dy_strides,
+                   y_strides, dx_dtype, dy_dtype, y_dtype)
+
+
+def _cached(key, device_type, device_id, kind, *arguments):
+    """The descriptor cached under `key`, else a new kind(handle of the device, *arguments), cached."""
     with _lock:
         found = _descriptors.get(key)
         if found is not None:
@@ -98,7 +142,7 @@ def descriptor(device_type, device_id, mode, axis, shape, x_strides, y_strides, 
         handle = _handles.get((device_type, device_id))
         if handle is None:
             handle = _handles[(device_type, device_id)] = _Handle(device_type, device_id)
-        created = Descriptor(handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
+        created = kind(handle, *arguments)
         _descriptors[key] = created
         if len(_descriptors) > MAX_DESCRIPTORS:
             _descriptors.popitem(last=False)
