@@ -1,6 +1,8 @@
-"""smx's operations as PyTorch operators: torch.ops.smx.softmax, torch.ops.smx.log_softmax (and their .out
-overloads), registered with the dispatcher for CPU and CUDA, with fake kernels and autograd formulas, so
-torch.compile(fullgraph=True) traces through them and CUDA graphs capture them.
+"""smx's operations as PyTorch operators: torch.ops.smx.softmax, torch.ops.smx.log_softmax, their gradients
+torch.ops.smx.softmax_backward and torch.ops.smx.log_softmax_backward (and the .out overloads of all four),
+registered with the dispatcher for CPU and CUDA, with fake kernels and autograd formulas, so
+torch.compile(fullgraph=True) traces through them and CUDA graphs capture them. The forward operators'
+gradients run the backward operators, whose own gradients make double backward work.
 
     import torch, smx.torch
     y = torch.ops.smx.softmax(x, -1)                 # or smx.softmax(x), which routes torch tensors here
@@ -22,7 +24,7 @@ import torch
 
 from . import _arrays, _dtypes, _errors, _lib
 
-__all__ = ["softmax", "log_softmax", "backend", "extension_path"]
+__all__ = ["softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "backend", "extension_path"]
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 
@@ -35,6 +37,13 @@ _SCHEMAS = [
     "softmax.out(Tensor x, int dim=-1, ScalarType? dtype=None, *, Tensor(a!) y) -> ()",
     "log_softmax(Tensor x, int dim=-1, ScalarType? dtype=None) -> Tensor",
     "log_softmax.out(Tensor x, int dim=-1, ScalarType? dtype=None, *, Tensor(a!) y) -> ()",
+    # dtype: grad_input's (the forward input's dtype, torch's input_dtype); default output's.
+    "softmax_backward(Tensor grad_output, Tensor output, int dim=-1, ScalarType? dtype=None) -> Tensor",
+    "softmax_backward.out(Tensor grad_output, Tensor output, int dim=-1, ScalarType? dtype=None, *, "
+    "Tensor(a!) grad_input) -> ()",
+    "log_softmax_backward(Tensor grad_output, Tensor output, int dim=-1, ScalarType? dtype=None) -> Tensor",
+    "log_softmax_backward.out(Tensor grad_output, Tensor output, int dim=-1, ScalarType? dtype=None, *, "
+    "Tensor(a!) grad_input) -> ()",
 ]
 
 _library = torch.library.Library("smx", "DEF")  # module-level: the definitions live as long as it does
@@ -65,11 +74,11 @@ def _device_name(device):
     return f"{device.type}:{device.index or 0}"
 
 
-def _check_out(x, dtype, out):
+def _check_out(x, dtype, out, x_name="x"):
     if out.device != x.device:
-        raise ValueError(f"out is on {_device_name(out.device)} but x is on {_device_name(x.device)}")
+        raise ValueError(f"out is on {_device_name(out.device)} but {x_name} is on {_device_name(x.device)}")
     if out.shape != x.shape:
-        raise ValueError(f"out has shape {tuple(out.shape)} but x has shape {tuple(x.shape)}")
+        raise ValueError(f"out has shape {tuple(out.shape)} but {x_name} has shape {tuple(x.shape)}")
     _check_dtype(out.dtype)
     if dtype is not None and dtype != out.dtype:
         raise TypeError(f"dtype={_dtype_name(dtype)} disagrees with out's dtype {_dtype_name(out.dtype)}")
@@ -96,12 +105,58 @@ for _name in ("softmax", "log_softmax"):
     torch.library.register_fake(f"smx::{_name}.out", _check_out_call, lib=_library)
 
 
-def softmax_backward(mode, grad, y, dim):
-    """dL/dx of softmax (mode 1) or log-softmax (2), given its output y and dL/dy, in y's dtype: PyTorch's
-    own formula until libsmx has a backward kernel; switching to an smx backward op is this one call (and
-    its twin, softmax_backward in csrc/smx_torch.cpp)."""
-    backward = torch.ops.aten._softmax_backward_data if mode == _SOFTMAX else torch.ops.aten._log_softmax_backward_data
-    return backward(grad, y, dim, y.dtype)
+def _check_backward_inputs(grad_output, output, dim):
+    """The backward operators' checks that need no data (as the C++ kernels make them); returns dim wrapped."""
+    _check_dtype(grad_output.dtype)
+    _check_dtype(output.dtype)
+    if grad_output.dtype != output.dtype:
+        raise TypeError(f"grad_output is {_dtype_name(grad_output.dtype)} but output is {_dtype_name(output.dtype)}; "
+                        "smx needs both in the forward's output dtype")
+    if grad_output.device != output.device:
+        raise ValueError(f"grad_output is on {_device_name(grad_output.device)} but output is on "
+                         f"{_device_name(output.device)}")
+    if grad_output.shape != output.shape:
+        raise ValueError(f"grad_output has shape {tuple(grad_output.shape)} but output has shape "
+                         f"{tuple(output.shape)}")
+    return _check_dim(dim, output.dim())
+
+
+def _grad_input_like(grad_output, output, dim=-1, dtype=None):
+    _check_backward_inputs(grad_output, output, dim)
+    _check_dtype(dtype or output.dtype)
+    return torch.empty_like(output, dtype=dtype or output.dtype)  # the forward's layout, where x's gradient goes
+
+
+def _check_backward_out_call(grad_output, output, dim=-1, dtype=None, *, grad_input):
+    _check_backward_inputs(grad_output, output, dim)
+    _check_out(output, dtype, grad_input, "output")
+
+
+for _name in ("softmax_backward", "log_softmax_backward"):
+    torch.library.register_fake(f"smx::{_name}", _grad_input_like, lib=_library)
+    torch.library.register_fake(f"smx::{_name}.out", _check_backward_out_call, lib=_library)
+
+
+def _input_gradient(mode, grad, y, dim, x_dtype):
+    """dL/dx of softmax (mode 1) or log-softmax (2) in x's dtype, given its output y and dL/dy: the smx
+    backward operator (its twin is input_gradient in csrc/smx_torch.cpp)."""
+    backward = _softmax_backward if mode == _SOFTMAX else _log_softmax_backward
+    return backward(grad, y, dim, x_dtype)
+
+
+def _gradients_of_backward(mode, grad, grad_output, y, dim):
+    """(dL/dgrad_output, dL/dy) of the backward operator of softmax (mode 1) or log-softmax (2), given
+    dL/dgrad_input = grad: what makes double backward work (its twin is SoftmaxBackwardFunction::backward in
+    csrc/smx_torch.cpp). Written in y's dtype."""
+    grad = grad.to(y.dtype)
+    if mode == _SOFTMAX:  # grad_input = y * (g - sum(g * y))
+        by_grad_output = _softmax_backward(grad, y, dim, y.dtype)
+        by_y = grad * (grad_output - (grad_output * y).sum(dim, True)) - grad_output * (grad * y).sum(dim, True)
+    else:  # grad_input = g - exp(y) * sum(g)
+        exp_y = y.exp()
+        by_grad_output = grad - (grad * exp_y).sum(dim, True)
+        by_y = -grad * exp_y * grad_output.sum(dim, True)
+    return by_grad_output, by_y
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -186,10 +241,46 @@ def _register_python_kernels():
     def backward(mode):
         def formula(ctx, grad):
             (y,) = ctx.saved_tensors
-            return softmax_backward(mode, grad, y, ctx.dim).to(ctx.x_dtype), None, None
+            return _input_gradient(mode, grad, y, ctx.dim, ctx.x_dtype), None, None
         return formula
 
     for name, mode in (("softmax", _SOFTMAX), ("log_softmax", _LOG_SOFTMAX)):
+        for device in ("CPU", "CUDA"):
+            _library.impl(name, functional(mode), device)
+            _library.impl(f"{name}.out", out_variant(mode), device)
+        torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
+    _register_python_backward_kernels()
+
+
+def _register_python_backward_kernels():
+    """The backward operators' kernels and autograd formula for _register_python_kernels."""
+    from . import _backward  # the ctypes binding's call, which smx.softmax_backward uses for other arrays
+
+    def functional(mode):
+        def kernel(grad_output, output, dim=-1, dtype=None):
+            grad_input = _grad_input_like(grad_output, output, dim, dtype)
+            _backward(grad_output, output, dim, None, grad_input, None, mode)
+            return grad_input
+        return kernel
+
+    def out_variant(mode):
+        def kernel(grad_output, output, dim=-1, dtype=None, *, grad_input):
+            _check_backward_out_call(grad_output, output, dim, dtype, grad_input=grad_input)
+            _backward(grad_output, output, dim, None, grad_input, None, mode)
+        return kernel
+
+    def setup_context(ctx, inputs, output):
+        grad_output, y, dim = inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else -1
+        ctx.save_for_backward(grad_output, y)
+        ctx.dim = _check_dim(dim, y.dim())
+
+    def backward(mode):
+        def formula(ctx, grad):
+            grad_output, y = ctx.saved_tensors
+            return (*_gradients_of_backward(mode, grad, grad_output, y, ctx.dim), None, None)
+        return formula
+
+    for name, mode in (("softmax_backward", _SOFTMAX), ("log_softmax_backward", _LOG_SOFTMAX)):
         for device in ("CPU", "CUDA"):
             _library.impl(name, functional(mode), device)
             _library.impl(f"{name}.out", out_variant(mode), device)
@@ -290,6 +381,9 @@ def _run_on_stream(functional, out_variant, x, dim, dtype, out, stream):
 # Looked up once: each torch.ops attribute step costs on every call.
 _softmax, _softmax_out = torch.ops.smx.softmax.default, torch.ops.smx.softmax.out
 _log_softmax, _log_softmax_out = torch.ops.smx.log_softmax.default, torch.ops.smx.log_softmax.out
+_softmax_backward, _softmax_backward_out = torch.ops.smx.softmax_backward.default, torch.ops.smx.softmax_backward.out
+_log_softmax_backward = torch.ops.smx.log_softmax_backward.default
+_log_softmax_backward_out = torch.ops.smx.log_softmax_backward.out
 
 
 def softmax(x, dim=-1, dtype=None, out=None, stream=None):
@@ -300,3 +394,30 @@ def softmax(x, dim=-1, dtype=None, out=None, stream=None):
 def log_softmax(x, dim=-1, dtype=None, out=None, stream=None):
     """smx.log_softmax for a torch tensor: torch.ops.smx.log_softmax (.out with out=)."""
     return _run(_log_softmax, _log_softmax_out, x, dim, dtype, out, stream)
+
+
+def _run_backward(functional, out_variant, grad_output, output, dim, dtype, out, stream):
+    """One smx backward call on torch tensors through the operators, as _run makes a forward one (output
+    standing for x: it decides the device and, with out=, the stream)."""
+    for name, value, other in (("grad_output", grad_output, "output"), ("output", output, "grad_output")):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} is a {_arrays.library_of(value)} array but {other} is a torch tensor; smx "
+                            "takes both from one library")
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"out is a {_arrays.library_of(out)} array but output is a torch array; smx writes only "
+                        "into arrays of the inputs' own library")
+    # _run calls functional(x, dim, dtype) and out_variant(x, dim, dtype, y=out): output stands in for x.
+    return _run(lambda output, dim, dtype: functional(grad_output, output, dim, dtype),
+                lambda output, dim, dtype, *, y: out_variant(grad_output, output, dim, dtype, grad_input=y),
+                output, dim, dtype, out, stream)
+
+
+def softmax_backward(grad_output, output, dim=-1, dtype=None, out=None, stream=None):
+    """smx.softmax_backward for torch tensors: torch.ops.smx.softmax_backward (.out with out=)."""
+    return _run_backward(_softmax_backward, _softmax_backward_out, grad_output, output, dim, dtype, out, stream)
+
+
+def log_softmax_backward(grad_output, output, dim=-1, dtype=None, out=None, stream=None):
+    """smx.log_softmax_backward for torch tensors: torch.ops.smx.log_softmax_backward (.out with out=)."""
+    return _run_backward(_log_softmax_backward, _log_softmax_backward_out, grad_output, output, dim, dtype, out,
+                         stream)

@@ -1,5 +1,6 @@
-// smx_torch.cpp - the CPU, CUDA and Autograd kernels of torch.ops.smx.*, built by smx/torch.py on first use
-// against the installed torch (torch.utils.cpp_extension.load) and loaded with torch.ops.load_library.
+// smx_torch.cpp - the CPU, CUDA and Autograd kernels of torch.ops.smx.* (softmax, log_softmax and their
+// backward operators), built by smx/torch.py on first use against the installed torch
+// (torch.utils.cpp_extension.load) and loaded with torch.ops.load_library.
 //
 // The schemas, fake kernels and error translation live in smx/torch.py; this file holds what runs per call.
 // It calls libsmx through function pointers handed over by the ctypes binding (smx_torch_bind), so it uses
@@ -8,8 +9,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/_log_softmax_backward_data.h>
-#include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/GradMode.h>
@@ -37,6 +36,7 @@ using Status = int;
 enum : int { kDeviceCpu = 1, kDeviceCuda = 2 };                       // smxDeviceType_t
 enum : int { kF16 = 1, kBF16 = 2, kF32 = 3, kF64 = 4 };                // smxDataType_t
 enum : int { kSoftmax = 1, kLogSoftmax = 2 };                          // smxSoftmaxMode_t
+constexpr int kBackwardOperation = 10;  // cache keys: 1, 2 the forward modes; 11, 12 the backward ones
 constexpr int kMaxDims = 8;                                            // SMX_MAX_DIMS
 constexpr std::size_t kWorkspaceAlignment = 256;                       // the binding's, above smx.h's 16
 
@@ -52,6 +52,10 @@ struct Api {
     Status (*smxSoftmaxForward)(void*, void*, std::size_t, void*, const void*, void*) = nullptr;
     Status (*smxDestroySoftmaxDescriptor)(void*) = nullptr;
     Status (*smxSetDevicePointerChecks)(void*, int) = nullptr;
+    Status (*smxCreateSoftmaxBackwardDescriptor)(void*, void**, int, int, void*, void*, void*) = nullptr;
+    Status (*smxGetSoftmaxBackwardWorkspaceSize)(void*, std::size_t*) = nullptr;
+    Status (*smxSoftmaxBackward)(void*, void*, std::size_t, void*, const void*, const void*, void*) = nullptr;
+    Status (*smxDestroySoftmaxBackwardDescriptor)(void*) = nullptr;
 };
 
 Api api;
@@ -285,6 +289,29 @@ Layout layout_of(const at::Tensor& t) {
     return layout;
 }
 
+// libsmx's device type and index for a tensor's device; refuses devices other than CPU and CUDA.
+std::pair<int, int> smx_device(const at::Device& device) {
+    if (device.is_cpu()) return {kDeviceCpu, 0};
+    TORCH_CHECK_TYPE(device.is_cuda(), "smx runs on CPU and CUDA devices; this tensor is on ", device);
+    return {kDeviceCuda, device.index()};
+}
+
+// torch's current stream on a CUDA device, as a cudaStream_t; nullptr on the CPU.
+void* current_stream(const at::Device& device) {
+    if (!device.is_cuda()) return nullptr;
+    const c10::impl::DeviceGuardImplInterface* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    return cuda->getStreamNativeHandle(cuda->getStream(device));
+}
+
+// `bytes` of workspace from torch's allocator on the device of `options` (the caching one on a GPU, ordered
+// on the current stream), aligned for libsmx; none when `bytes` is 0. `owner` keeps it for the call.
+void* allocate_workspace(std::size_t bytes, const at::TensorOptions& options, at::Tensor* owner) {
+    if (bytes == 0) return nullptr;
+    *owner = at::empty({static_cast<int64_t>(bytes + kWorkspaceAlignment - 1)}, options.dtype(at::kByte));
+    const auto address = reinterpret_cast<uintptr_t>(owner->data_ptr());
+    return reinterpret_cast<void*>((address + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment);
+}
+
 std::shared_ptr<Descriptor> make_softmax_descriptor(const std::shared_ptr<Handle>& handle, int mode, int axis,
                                                     const Layout& x, int x_dtype, const Layout& y, int y_dtype) {
     void* x_desc = nullptr;
@@ -370,6 +397,67 @@ void run_softmax(int mode, const at::Tensor& x, int64_t dim, const at::Tensor& y
                                 x.const_data_ptr(), stream));
 }
 
+std::shared_ptr<Descriptor> make_softmax_backward_descriptor(const std::shared_ptr<Handle>& handle, int mode, int axis,
+                                                             const std::array<const Layout*, 3>& layouts,
+                                                             const std::array<int, 3>& dtypes) {
+    std::array<void*, 3> tensors{};  // dx, dy, y
+    auto made = std::make_shared<Descriptor>();
+    made->destroy = api.smxDestroySoftmaxBackwardDescriptor;
+    made->handle = handle;
+    Status status = 0;
+    for (std::size_t i = 0; i < tensors.size() && status == 0; ++i) {
+        status = api.smxCreateTensorDescriptor(&tensors[i], dtypes[i], layouts[i]->ndim, layouts[i]->shape.data(),
+                                               layouts[i]->strides.data());
+    }
+    if (status == 0) {
+        status = api.smxCreateSoftmaxBackwardDescriptor(handle->pointer, &made->pointer, mode, axis, tensors[0],
+                                                        tensors[1], tensors[2]);
+    }
+    if (status == 0) status = api.smxGetSoftmaxBackwardWorkspaceSize(made->pointer, &made->workspace_bytes);
+    const std::string detail = status != 0 ? last_error() : std::string();  // before the cleanup calls reset it
+    for (void* tensor : tensors) api.smxDestroyTensorDescriptor(tensor);
+    if (status != 0) raise_status(status, detail);
+    return made;
+}
+
+// dx = the softmax (mode 1) or log-softmax (2) backward of (dy, y) along dim, on y's device and (CUDA) torch's
+// current stream there. The tensors are checked to share y's device (check_backward_inputs).
+void run_softmax_backward(int mode, const at::Tensor& dy, const at::Tensor& y, int64_t dim, const at::Tensor& dx) {
+    TORCH_CHECK(api_bound, "smx's torch extension is not bound to libsmx (import smx.torch binds it)");
+    const int axis = static_cast<int>(c10::maybe_wrap_dim(dim, y.dim()));
+    const auto [device_type, device_index] = smx_device(y.device());
+    const std::array<int, 3> dtypes = {dtype_code(dx.scalar_type()), dtype_code(dy.scalar_type()),
+                                       dtype_code(y.scalar_type())};
+    const Layout dx_layout = layout_of(dx), dy_layout = layout_of(dy), y_layout = layout_of(y);
+
+    std::shared_ptr<Descriptor> descriptor;
+    ProblemKey key;
+    const bool cacheable = y_layout.ndim <= kMaxDims;  // a larger ndim fails in libsmx, uncached
+    if (cacheable) {
+        key.add(kBackwardOperation + mode);
+        key.add(device_type * 1024 + device_index);
+        key.add(axis);
+        key.add(dtypes[0] * 256 + dtypes[1] * 16 + dtypes[2]);
+        key.add(y_layout.ndim);
+        for (int i = 0; i < y_layout.ndim; ++i) {
+            key.add(y_layout.shape[i]);
+            key.add(dx_layout.strides[i]);
+            key.add(dy_layout.strides[i]);
+            key.add(y_layout.strides[i]);
+        }
+        descriptor = cache.find(key);
+    }
+    if (!descriptor) {
+        descriptor = make_softmax_backward_descriptor(cache.handle(device_type, device_index), mode, axis,
+                                                      {&dx_layout, &dy_layout, &y_layout}, dtypes);
+        if (cacheable) descriptor = cache.insert(key, std::move(descriptor));
+    }
+    at::Tensor workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, y.options(), &workspace);
+    check(api.smxSoftmaxBackward(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes, dx.data_ptr(),
+                                 dy.const_data_ptr(), y.const_data_ptr(), current_stream(y.device())));
+}
+
 at::ScalarType result_dtype(const at::Tensor& x, std::optional<at::ScalarType> dtype) {
     const at::ScalarType type = dtype.value_or(x.scalar_type());
     check_dtype(type);
@@ -378,6 +466,32 @@ at::ScalarType result_dtype(const at::Tensor& x, std::optional<at::ScalarType> d
 
 // ------------------------------------------------------------------------------------------------------
 // Kernels. Mode is smxSoftmaxMode_t; the CPU and CUDA kernels are the same code.
+
+// What the backward operators check before libsmx (as their fake kernels in smx/torch.py check it).
+void check_backward_inputs(const at::Tensor& grad_output, const at::Tensor& output) {
+    check_input(grad_output);
+    check_input(output);
+    TORCH_CHECK_TYPE(grad_output.scalar_type() == output.scalar_type(), "grad_output is ",
+                     dtype_name(grad_output.scalar_type()), " but output is ", dtype_name(output.scalar_type()),
+                     "; smx needs both in the forward's output dtype");
+    TORCH_CHECK_VALUE(grad_output.device() == output.device(), "grad_output is on ", device_name(grad_output.device()),
+                      " but output is on ", device_name(output.device()));
+    TORCH_CHECK_VALUE(grad_output.sizes() == output.sizes(), "grad_output has shape ", shape_text(grad_output.sizes()),
+                      " but output has shape ", shape_text(output.sizes()));
+}
+
+// out= of an operator whose result takes the device and shape of `input` (named `input_name` in messages).
+void check_out(const at::Tensor& input, const char* input_name, std::optional<at::ScalarType> dtype,
+               const at::Tensor& out) {
+    TORCH_CHECK_VALUE(out.device() == input.device(), "out is on ", device_name(out.device()), " but ", input_name,
+                      " is on ", device_name(input.device()));
+    TORCH_CHECK_VALUE(out.sizes() == input.sizes(), "out has shape ", shape_text(out.sizes()), " but ", input_name,
+                      " has shape ", shape_text(input.sizes()));
+    TORCH_CHECK_TYPE(out.layout() == at::kStrided, "smx needs a strided (dense) out; got layout ", out.layout());
+    check_dtype(out.scalar_type());
+    TORCH_CHECK_TYPE(!dtype.has_value() || *dtype == out.scalar_type(), "dtype=", dtype_name(*dtype),
+                     " disagrees with out's dtype ", dtype_name(out.scalar_type()));
+}
 
 template <int Mode>
 at::Tensor softmax_kernel(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype) {
@@ -402,7 +516,26 @@ void softmax_out_kernel(const at::Tensor& x, int64_t dim, std::optional<at::Scal
     run_softmax(Mode, x, dim, out);
 }
 
+template <int Mode>
+at::Tensor softmax_backward_kernel(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                   std::optional<at::ScalarType> dtype) {
+    check_backward_inputs(grad_output, output);
+    // The forward output's layout (torch.empty_like), where x's gradient goes, as the fake kernel makes it.
+    at::Tensor grad_input = at::empty_like(output, output.options().dtype(result_dtype(output, dtype)));
+    run_softmax_backward(Mode, grad_output, output, dim, grad_input);
+    return grad_input;
+}
+
+template <int Mode>
+void softmax_backward_out_kernel(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 std::optional<at::ScalarType> dtype, const at::Tensor& grad_input) {
+    check_backward_inputs(grad_output, output);
+    check_out(output, "output", dtype, grad_input);
+    run_softmax_backward(Mode, grad_output, output, dim, grad_input);
+}
+
 constexpr const char* kOperatorName[] = {"", "smx::softmax", "smx::log_softmax"};
+constexpr const char* kBackwardOperatorName[] = {"", "smx::softmax_backward", "smx::log_softmax_backward"};
 
 template <int Mode>
 const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, int64_t, std::optional<at::ScalarType>)>& functional_op() {
@@ -422,12 +555,31 @@ out_op() {
     return op;
 }
 
-// The gradient of softmax (Mode 1) or log-softmax (2) with respect to its input, given y = the forward's
-// output and grad = dL/dy, both in y's dtype. PyTorch's own formula until libsmx has a backward kernel:
-// switching to an smx backward op is this one call.
-at::Tensor softmax_backward(int mode, const at::Tensor& grad, const at::Tensor& y, int64_t dim) {
-    return mode == kSoftmax ? at::_softmax_backward_data(grad, y, dim, y.scalar_type())
-                            : at::_log_softmax_backward_data(grad, y, dim, y.scalar_type());
+using BackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, std::optional<at::ScalarType>);
+using BackwardOutSignature =
+    void(const at::Tensor&, const at::Tensor&, int64_t, std::optional<at::ScalarType>, const at::Tensor&);
+
+template <int Mode>
+const c10::TypedOperatorHandle<BackwardSignature>& backward_op() {
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow(kBackwardOperatorName[Mode], "").typed<BackwardSignature>();
+    return op;
+}
+
+template <int Mode>
+const c10::TypedOperatorHandle<BackwardOutSignature>& backward_out_op() {
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow(kBackwardOperatorName[Mode], "out").typed<BackwardOutSignature>();
+    return op;
+}
+
+// The gradient of softmax (Mode 1) or log-softmax (2) with respect to its input, in x's dtype, given y = the
+// forward's output and grad = dL/dy in y's dtype: the smx backward operator, through the dispatcher, so its
+// own autograd formula records it when a double backward is asked for (its twin: _input_gradient in
+// smx/torch.py).
+at::Tensor input_gradient(int mode, const at::Tensor& grad, const at::Tensor& y, int64_t dim, at::ScalarType x_dtype) {
+    return mode == kSoftmax ? backward_op<kSoftmax>().call(grad, y, dim, x_dtype)
+                            : backward_op<kLogSoftmax>().call(grad, y, dim, x_dtype);
 }
 
 template <int Mode>
@@ -450,9 +602,8 @@ struct SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction<Mode>>
         const at::Tensor y = ctx->get_saved_variables()[0];
         const int64_t dim = ctx->saved_data["dim"].toInt();
         const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
-        // Computed in y's dtype, then cast to x's (dtype= may have given y another one), as torch.softmax's
-        // dtype= casts the input before its softmax.
-        return {softmax_backward(Mode, grads[0], y, dim).to(x_dtype), at::Tensor(), at::Tensor()};
+        // Written straight in x's dtype (dtype= may have given y another one), computed in float32 or float64.
+        return {input_gradient(Mode, grads[0], y, dim, x_dtype), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -477,6 +628,67 @@ void softmax_out_autograd(const at::Tensor& x, int64_t dim, std::optional<at::Sc
     if (!out.is_inference()) torch::autograd::impl::bump_version(out);
 }
 
+// The backward operator as a function of (grad_output, output), so that double backward works: the gradients
+// of grad_input = y * (g - sum(g * y)) (softmax) or g - exp(y) * sum(g) (log-softmax) with respect to g and y.
+// Its twin is _gradients_of_backward in smx/torch.py.
+template <int Mode>
+struct SoftmaxBackwardFunction : public torch::autograd::Function<SoftmaxBackwardFunction<Mode>> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_output,
+                              const at::Tensor& output, int64_t dim, std::optional<at::ScalarType> dtype) {
+        at::Tensor grad_input;
+        {
+            at::AutoDispatchBelowADInplaceOrView below_autograd;
+            grad_input = backward_op<Mode>().call(grad_output, output, dim, dtype);
+        }
+        ctx->save_for_backward({grad_output, output});
+        ctx->saved_data["dim"] = c10::maybe_wrap_dim(dim, output.dim());
+        return grad_input;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const torch::autograd::variable_list saved = ctx->get_saved_variables();
+        const at::Tensor& g = saved[0];
+        const at::Tensor& y = saved[1];
+        const int64_t dim = ctx->saved_data["dim"].toInt();
+        const at::Tensor grad = grads[0].to(y.scalar_type());
+        at::Tensor by_g, by_y;
+        if (Mode == kSoftmax) {
+            by_g = backward_op<kSoftmax>().call(grad, y, dim, y.scalar_type());
+            by_y = grad.mul(g.sub(g.mul(y).sum(dim, true))).sub(g.mul(grad.mul(y).sum(dim, true)));
+        } else {
+            const at::Tensor exp_y = y.exp();
+            by_g = grad.sub(grad.mul(exp_y).sum(dim, true));
+            by_y = grad.mul(exp_y).mul(g.sum(dim, true)).neg();
+        }
+        return {by_g, by_y, at::Tensor(), at::Tensor()};
+    }
+};
+
+template <int Mode>
+at::Tensor softmax_backward_autograd(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                     std::optional<at::ScalarType> dtype) {
+    if (c10::GradMode::is_enabled() && (grad_output.requires_grad() || output.requires_grad())) {
+        return SoftmaxBackwardFunction<Mode>::apply(grad_output, output, dim, dtype);
+    }
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return backward_op<Mode>().call(grad_output, output, dim, dtype);
+}
+
+template <int Mode>
+void softmax_backward_out_autograd(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                   std::optional<at::ScalarType> dtype, const at::Tensor& grad_input) {
+    TORCH_CHECK(!(c10::GradMode::is_enabled() &&
+                  (grad_output.requires_grad() || output.requires_grad() || grad_input.requires_grad())),
+                kBackwardOperatorName[Mode], " with out= does not support automatic differentiation, but an input or "
+                "out requires grad; call it without out=");
+    {
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        backward_out_op<Mode>().call(grad_output, output, dim, dtype, grad_input);
+    }
+    if (!grad_input.is_inference()) torch::autograd::impl::bump_version(grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(smx, CPU, m) {
@@ -484,6 +696,10 @@ TORCH_LIBRARY_IMPL(smx, CPU, m) {
     m.impl("softmax.out", TORCH_FN(softmax_out_kernel<kSoftmax>));
     m.impl("log_softmax", TORCH_FN(softmax_kernel<kLogSoftmax>));
     m.impl("log_softmax.out", TORCH_FN(softmax_out_kernel<kLogSoftmax>));
+    m.impl("softmax_backward", TORCH_FN(softmax_backward_kernel<kSoftmax>));
+    m.impl("softmax_backward.out", TORCH_FN(softmax_backward_out_kernel<kSoftmax>));
+    m.impl("log_softmax_backward", TORCH_FN(softmax_backward_kernel<kLogSoftmax>));
+    m.impl("log_softmax_backward.out", TORCH_FN(softmax_backward_out_kernel<kLogSoftmax>));
 }
 
 TORCH_LIBRARY_IMPL(smx, CUDA, m) {
@@ -491,6 +707,10 @@ TORCH_LIBRARY_IMPL(smx, CUDA, m) {
     m.impl("softmax.out", TORCH_FN(softmax_out_kernel<kSoftmax>));
     m.impl("log_softmax", TORCH_FN(softmax_kernel<kLogSoftmax>));
     m.impl("log_softmax.out", TORCH_FN(softmax_out_kernel<kLogSoftmax>));
+    m.impl("softmax_backward", TORCH_FN(softmax_backward_kernel<kSoftmax>));
+    m.impl("softmax_backward.out", TORCH_FN(softmax_backward_out_kernel<kSoftmax>));
+    m.impl("log_softmax_backward", TORCH_FN(softmax_backward_kernel<kLogSoftmax>));
+    m.impl("log_softmax_backward.out", TORCH_FN(softmax_backward_out_kernel<kLogSoftmax>));
 }
 
 TORCH_LIBRARY_IMPL(smx, Autograd, m) {
@@ -498,6 +718,10 @@ TORCH_LIBRARY_IMPL(smx, Autograd, m) {
     m.impl("softmax.out", TORCH_FN(softmax_out_autograd<kSoftmax>));
     m.impl("log_softmax", TORCH_FN(softmax_autograd<kLogSoftmax>));
     m.impl("log_softmax.out", TORCH_FN(softmax_out_autograd<kLogSoftmax>));
+    m.impl("softmax_backward", TORCH_FN(softmax_backward_autograd<kSoftmax>));
+    m.impl("softmax_backward.out", TORCH_FN(softmax_backward_out_autograd<kSoftmax>));
+    m.impl("log_softmax_backward", TORCH_FN(softmax_backward_autograd<kLogSoftmax>));
+    m.impl("log_softmax_backward.out", TORCH_FN(softmax_backward_out_autograd<kLogSoftmax>));
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -524,7 +748,11 @@ __attribute__((visibility("default"))) int smx_torch_bind(void* (*lookup)(const 
           resolve(bound.smxGetSoftmaxWorkspaceSize, "smxGetSoftmaxWorkspaceSize") &&
           resolve(bound.smxSoftmaxForward, "smxSoftmaxForward") &&
           resolve(bound.smxDestroySoftmaxDescriptor, "smxDestroySoftmaxDescriptor") &&
-          resolve(bound.smxSetDevicePointerChecks, "smxSetDevicePointerChecks")))
+          resolve(bound.smxSetDevicePointerChecks, "smxSetDevicePointerChecks") &&
+          resolve(bound.smxCreateSoftmaxBackwardDescriptor, "smxCreateSoftmaxBackwardDescriptor") &&
+          resolve(bound.smxGetSoftmaxBackwardWorkspaceSize, "smxGetSoftmaxBackwardWorkspaceSize") &&
+          resolve(bound.smxSoftmaxBackward, "smxSoftmaxBackward") &&
+          resolve(bound.smxDestroySoftmaxBackwardDescriptor, "smxDestroySoftmaxBackwardDescriptor")))
         return index;
     cache.clear();  // descriptors of a previously bound library go with it
     api = bound;
