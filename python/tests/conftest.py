@@ -1,5 +1,5 @@
-"""Shared test helpers: an independent float64 NumPy reference with PyTorch's special-value semantics,
-per-dtype relative tolerances, fresh random data, poisoned outputs."""
+"""Shared test helpers: independent float64 NumPy references (softmax with PyTorch's special-value semantics,
+and its backward) with per-dtype relative tolerances, fresh random data, poisoned outputs."""
 
 import numpy as np
 import pytest
@@ -62,6 +62,45 @@ def assert_close_values(got, name, expected, log):
     rtol = RTOL[name]
     error = np.abs(got[finite] - expected[finite])
     allowed = rtol * (np.abs(expected[finite]) + 1) if log else rtol * np.abs(expected[finite]) + UNDERFLOW_SLACK[name]
+    if error.size:
+        worst = int(np.argmax(error / allowed))
+        assert error[worst] <= allowed[worst], (
+            f"{name}: {int(np.sum(error > allowed))} of {error.size} out of tolerance; worst got "
+            f"{got[finite][worst]}, expected {expected[finite][worst]}")
+
+
+def backward_reference(grad_output, output, axis, log):
+    """The backward from its definition in float64, (grad_input, scale): softmax y * (dy - sum(dy * y)),
+    log-softmax dy - exp(y) * sum(dy); `scale` is each element's error scale, the magnitude its rounding errors
+    are relative to (as tests/support/reference.hpp): softmax |y| * (|dy| + sum|dy * y|), log-softmax
+    |dy| + exp(y) * sum|dy|. NaN and infinities propagate as IEEE arithmetic (and PyTorch's formulas) take them."""
+    dy, y = (np.asarray(a).astype(np.float64) for a in (grad_output, output))
+    if y.ndim == 0:
+        dx, scale = backward_reference(dy.reshape(1), y.reshape(1), 0, log)
+        return dx.reshape(()), scale.reshape(())
+    with np.errstate(invalid="ignore", over="ignore"):
+        if log:
+            exp_y = np.exp(y)
+            dx = dy - exp_y * np.sum(dy, axis=axis, keepdims=True)
+            scale = np.abs(dy) + exp_y * np.sum(np.abs(dy), axis=axis, keepdims=True)
+        else:
+            dx = y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+            scale = np.abs(y) * (np.abs(dy) + np.sum(np.abs(dy * y), axis=axis, keepdims=True))
+    return dx, scale
+
+
+def assert_close_backward(got, name, expected, scale, rtol=None):
+    """A backward's result (converted to float64; `name` its dtype) against backward_reference: NaN where NaN,
+    equal infinities, elsewhere |got - ref| <= rtol * scale + UNDERFLOW_SLACK, rtol the dtype's unless given."""
+    got = np.asarray(got, dtype=np.float64)
+    assert got.shape == expected.shape
+    assert np.array_equal(np.isnan(got), np.isnan(expected)), f"NaN mismatch: got {got}, expected {expected}"
+    infinite = np.isinf(expected)
+    assert np.array_equal(got[infinite], expected[infinite]), "infinity mismatch"
+    finite = np.isfinite(expected)
+    assert np.all(np.isfinite(got[finite])), f"non-finite result where the reference is finite: {got}"
+    error = np.abs(got[finite] - expected[finite])
+    allowed = (RTOL[name] if rtol is None else rtol) * scale[finite] + UNDERFLOW_SLACK[name]
     if error.size:
         worst = int(np.argmax(error / allowed))
         assert error[worst] <= allowed[worst], (
