@@ -244,12 +244,18 @@ def _register_python_kernels():
             return _input_gradient(mode, grad, y, ctx.dim, ctx.x_dtype), None, None
         return formula
 
-    for name, mode in (("softmax", _SOFTMAX), ("log_softmax", _LOG_SOFTMAX)):
+    _register_python_operators(("softmax", "log_softmax"), functional, out_variant, backward, setup_context)
+    _register_python_backward_kernels()
+
+
+def _register_python_operators(names, functional, out_variant, backward, setup_context):
+    """Registers the Python kernels of the operators `names` (softmax mode first, log-softmax second): for
+    each mode, functional(mode) and out_variant(mode) on CPU and CUDA, backward(mode) as the autograd formula."""
+    for name, mode in zip(names, (_SOFTMAX, _LOG_SOFTMAX)):
         for device in ("CPU", "CUDA"):
             _library.impl(name, functional(mode), device)
             _library.impl(f"{name}.out", out_variant(mode), device)
         torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
-    _register_python_backward_kernels()
 
 
 def _register_python_backward_kernels():
@@ -280,11 +286,8 @@ def _register_python_backward_kernels():
             return (*_gradients_of_backward(mode, grad, grad_output, y, ctx.dim), None, None)
         return formula
 
-    for name, mode in (("softmax_backward", _SOFTMAX), ("log_softmax_backward", _LOG_SOFTMAX)):
-        for device in ("CPU", "CUDA"):
-            _library.impl(name, functional(mode), device)
-            _library.impl(f"{name}.out", out_variant(mode), device)
-        torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
+    _register_python_operators(("softmax_backward", "log_softmax_backward"), functional, out_variant, backward,
+                               setup_context)
 
 
 _extension = None
