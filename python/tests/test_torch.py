@@ -394,6 +394,12 @@ def test_the_python_kernels_where_the_extension_is_not_used(tmp_path):
         "except smx.SmxTypeError:\n"
         "    pass\n"
         "print('ok')\n")
+    assert_runs_with_the_python_kernels(script)
+
+
+def assert_runs_with_the_python_kernels(script):
+    """Runs a script file with SMX_TORCH_EXTENSION=0 in a process of its own (the operators' kernels are
+    registered once per process) and checks it printed just 'ok'."""
     environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), SMX_LIBRARY=smx.library_path(),
                        SMX_TORCH_EXTENSION="0")
     done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=300)

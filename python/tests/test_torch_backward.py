@@ -3,10 +3,6 @@ registration, values against torch._softmax_backward_data / _log_softmax_backwar
 formulas, fake tensors, opcheck, torch.compile(fullgraph=True), gradcheck and gradgradcheck, the forward
 operators' gradient running them, errors. The CUDA side is in test_torch_cuda.py."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -15,7 +11,8 @@ from conftest import assert_close_backward, backward_reference
 
 torch = pytest.importorskip("torch", reason="the operators need PyTorch")
 import smx.torch as smx_torch  # noqa: E402,F401  (defines torch.ops.smx)
-from test_torch import DTYPES, HALF_AND_SINGLE, MODES, PACKAGE_ROOT, GraphRecorder, random_tensor  # noqa: E402
+from test_torch import (DTYPES, HALF_AND_SINGLE, MODES, GraphRecorder, assert_runs_with_the_python_kernels,  # noqa: E402
+                        random_tensor)
 
 OPERATORS = ["softmax_backward", "log_softmax_backward"]
 
@@ -183,14 +180,18 @@ def test_the_forward_s_gradient_runs_the_smx_backward_operator(rng):
         assert x.grad.dtype == torch.float32  # written in x's dtype by the operator, no cast after it
 
 
-@pytest.mark.parametrize("log", MODES)
-def test_autograd_through_smx_matches_torch_s_autograd(rng, log):
-    x = random_tensor(rng, (8, 50), "float64")
-    weights = random_tensor(rng, (8, 50), "float64")
+def assert_gradients_match_torch_s(x, weights, log, rtol, atol):
+    """The gradient of sum(f(x) * weights) through smx's forward and backward against torch's autograd."""
     ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
     ((smx.log_softmax if log else smx.softmax)(ours, -1) * weights).sum().backward()
     ((torch.log_softmax if log else torch.softmax)(theirs, -1) * weights).sum().backward()
-    torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(ours.grad, theirs.grad, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("log", MODES)
+def test_autograd_through_smx_matches_torch_s_autograd(rng, log):
+    assert_gradients_match_torch_s(random_tensor(rng, (8, 50), "float64"), random_tensor(rng, (8, 50), "float64"), log,
+                                   rtol=1e-12, atol=1e-14)
 
 
 def backward_everywhere(grad_output, output, buffer):
@@ -315,7 +316,4 @@ def test_the_python_kernels_of_the_backward_where_the_extension_is_not_used(tmp_
         "    torch.testing.assert_close(compiled(g, y), op(g, y, -1) * 2)\n"
         "    torch.library.opcheck(op.default, arguments + (1, None))\n"
         "print('ok')\n")
-    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), SMX_LIBRARY=smx.library_path(),
-                       SMX_TORCH_EXTENSION="0")
-    done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+    assert_runs_with_the_python_kernels(script)

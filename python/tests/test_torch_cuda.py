@@ -10,6 +10,7 @@ import pytest
 import smx
 from test_cuda import _UNAVAILABLE, assert_matches_torch, generator, poisoned, random_tensor  # noqa: F401
 from test_torch import assert_compiled_matches_eager
+from test_torch_backward import assert_gradients_match_torch_s
 
 torch = pytest.importorskip("torch", reason="the operators need PyTorch")
 import smx.torch as smx_torch  # noqa: E402,F401  (defines torch.ops.smx)
@@ -113,12 +114,9 @@ def test_only_plans_with_workspace_allocate_and_only_their_workspace(generator):
 
 @pytest.mark.parametrize("log", MODES)
 def test_gradients_match_torch_s_autograd(generator, log):
-    x = random_tensor(generator, (16, 2048), "float32")
-    weights = random_tensor(generator, (16, 2048), "float32")
-    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ((smx.log_softmax if log else smx.softmax)(ours, -1) * weights).sum().backward()
-    ((torch.log_softmax if log else torch.softmax)(theirs, -1) * weights).sum().backward()
-    torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-6)
+    # Both halves run smx's kernels: the forward operator's gradient is the backward operator.
+    assert_gradients_match_torch_s(random_tensor(generator, (16, 2048), "float32"),
+                                   random_tensor(generator, (16, 2048), "float32"), log, rtol=1e-4, atol=1e-6)
 
 
 @NEEDS_TWO_GPUS
