@@ -129,20 +129,7 @@ def _backward(grad_output, output, dim, dtype, out, stream, mode):
     if y_view.shape != dy_view.shape:
         raise ValueError(f"grad_output has shape {dy_view.shape} but output has shape {y_view.shape}")
     axis = _axis(dim, len(y_view.shape))
-    if out is None:
-        dx = _arrays.empty_like_layout(output, y_view, y_view.shape, _output_dtype(y_view, dtype, None))
-    else:
-        if _arrays.library_of(out) != y_view.library:
-            raise TypeError(f"out is a {_arrays.library_of(out)} array but output is a {y_view.library} array; "
-                            "smx writes only into arrays of the inputs' own library")
-        dx = out
-    dx_view = _arrays.describe(dx, dy_view.stream, writable=True)
-    if out is not None:
-        if dx_view.device_type != y_view.device_type or dx_view.device_id != y_view.device_id:
-            raise ValueError(f"out is on {dx_view.device()} but output is on {y_view.device()}")
-        if dx_view.shape != y_view.shape:
-            raise ValueError(f"out has shape {dx_view.shape} but output has shape {y_view.shape}")
-        _output_dtype(y_view, dtype, dx_view)
+    dx, dx_view = _result(output, y_view, "output", dtype, out, dy_view.stream)
     shape, dy_strides = _problem(dy_view, dy_view.strides)
     _, y_strides = _problem(y_view, y_view.strides)
     _, dx_strides = _problem(dx_view, dx_view.strides)
@@ -153,6 +140,27 @@ def _backward(grad_output, output, dim, dtype, out, stream, mode):
     if out is not None and dx_view.library == "torch":
         _arrays.mark_torch_tensor_written(out)
     return dx
+
+
+def _result(source, source_view, source_name, dtype, out, stream):
+    """(array, view) of what a call writes: `out`, checked against `source` (named `source_name` in messages),
+    or a new array like source (its library, device, shape and dim order) of dtype= or source's dtype."""
+    if out is None:
+        result = _arrays.empty_like_layout(source, source_view, source_view.shape,
+                                           _output_dtype(source_view, dtype, None))
+    else:
+        if _arrays.library_of(out) != source_view.library:
+            raise TypeError(f"out is a {_arrays.library_of(out)} array but {source_name} is a {source_view.library} "
+                            f"array; smx writes only into arrays of {source_name}'s own library")
+        result = out
+    view = _arrays.describe(result, stream, writable=True)
+    if out is not None:
+        if view.device_type != source_view.device_type or view.device_id != source_view.device_id:
+            raise ValueError(f"out is on {view.device()} but {source_name} is on {source_view.device()}")
+        if view.shape != source_view.shape:
+            raise ValueError(f"out has shape {view.shape} but {source_name} has shape {source_view.shape}")
+        _output_dtype(source_view, dtype, view)
+    return result, view
 
 
 def _enqueue(compute, descriptor, launch, views, pointers):
