@@ -79,38 +79,12 @@ def _forward(x, dim, dtype, out, stream, mode):
     explicit_stream = None if stream is None else _arrays.stream_handle(stream)
     x_view = _arrays.describe(x, explicit_stream, writable=False)
     axis = _axis(dim, len(x_view.shape))
-    if out is None:
-        y_dtype = _output_dtype(x_view, dtype, None)
-        y = _arrays.empty_like_layout(x, x_view, x_view.shape, y_dtype)
-    else:
-        if _arrays.library_of(out) != x_view.library:
-            raise TypeError(f"out is a {_arrays.library_of(out)} array but x is a {x_view.library} array; "
-                            "smx writes only into arrays of x's own library")
-        y = out
-    y_view = _arrays.describe(y, x_view.stream, writable=True)
-    if out is not None:
-        if y_view.device_type != x_view.device_type or y_view.device_id != x_view.device_id:
-            raise ValueError(f"out is on {y_view.device()} but x is on {x_view.device()}")
-        if y_view.shape != x_view.shape:
-            raise ValueError(f"out has shape {y_view.shape} but x has shape {x_view.shape}")
-        _output_dtype(x_view, dtype, y_view)
+    y, y_view = _result(x, x_view, "x", dtype, out, x_view.stream)
     shape, x_strides = _problem(x_view, x_view.strides)
     _, y_strides = _problem(y_view, y_view.strides)
     descriptor = _cache.descriptor(x_view.device_type, x_view.device_id, mode, axis, shape, x_strides, y_strides,
                                    x_view.dtype, y_view.dtype)
-    workspace_owner, workspace = None, None
-    if descriptor.workspace_bytes:
-        workspace_owner, workspace = _arrays.workspace(x_view, descriptor.workspace_bytes)
-    # Interface arrays whose stream is not the launch stream: ordered both ways around the launch (_streams).
-    foreign = _streams.foreign_streams(x_view.stream, (x_view, y_view)) if (
-        x_view.producer_stream is not None or y_view.producer_stream is not None) else []
-    if foreign:
-        _streams.wait_for(foreign, x_view.stream, x_view.device_id)
-    check(lib.smxSoftmaxForward(descriptor.pointer, workspace, descriptor.workspace_bytes, y_view.pointer,
-                                x_view.pointer, x_view.stream))
-    if foreign:
-        _streams.release(foreign, x_view.stream, x_view.device_id)
-    del workspace_owner  # safe once enqueued: CPU work is done, CUDA pools are ordered on x_view.stream
+    _enqueue(lib.smxSoftmaxForward, descriptor, x_view, (x_view, y_view), (y_view.pointer, x_view.pointer))
     if out is not None and y_view.library == "torch":
         _arrays.mark_torch_tensor_written(out)
     return y
@@ -165,12 +139,16 @@ def _result(source, source_view, source_name, dtype, out, stream):
 
 def _enqueue(compute, descriptor, launch, views, pointers):
     """compute(descriptor, workspace, bytes, *pointers, stream) on launch's stream, with the workspace the
-    descriptor needs and the __cuda_array_interface__ streams of `views` ordered around it (_streams)."""
+    descriptor needs; interface arrays among `views` whose stream is not the launch stream are ordered both
+    ways around the launch (_streams)."""
     workspace_owner, workspace = None, None
     if descriptor.workspace_bytes:
         workspace_owner, workspace = _arrays.workspace(launch, descriptor.workspace_bytes)
-    foreign = _streams.foreign_streams(launch.stream, views) if any(
-        view.producer_stream is not None for view in views) else []
+    foreign = None
+    for view in views:
+        if view.producer_stream is not None:  # only __cuda_array_interface__ arrays name one
+            foreign = _streams.foreign_streams(launch.stream, views)
+            break
     if foreign:
         _streams.wait_for(foreign, launch.stream, launch.device_id)
     check(compute(descriptor.pointer, workspace, descriptor.workspace_bytes, *pointers, launch.stream))
