@@ -342,16 +342,7 @@ std::shared_ptr<Descriptor> make_softmax_descriptor(const std::shared_ptr<Handle
 void run_softmax(int mode, const at::Tensor& x, int64_t dim, const at::Tensor& y) {
     TORCH_CHECK(api_bound, "smx's torch extension is not bound to libsmx (import smx.torch binds it)");
     const int axis = static_cast<int>(c10::maybe_wrap_dim(dim, x.dim()));
-    const at::Device device = x.device();
-    int device_type = 0;
-    if (device.is_cpu()) {
-        device_type = kDeviceCpu;
-    } else if (device.is_cuda()) {
-        device_type = kDeviceCuda;
-    } else {
-        TORCH_CHECK_TYPE(false, "smx runs on CPU and CUDA devices; this tensor is on ", device);
-    }
-    const int device_index = device.is_cpu() ? 0 : device.index();
+    const auto [device_type, device_index] = smx_device(x.device());
     const int x_dtype = dtype_code(x.scalar_type()), y_dtype = dtype_code(y.scalar_type());
     const Layout x_layout = layout_of(x), y_layout = layout_of(y);
 
@@ -376,25 +367,10 @@ void run_softmax(int mode, const at::Tensor& x, int64_t dim, const at::Tensor& y
         descriptor = make_softmax_descriptor(handle, mode, axis, x_layout, x_dtype, y_layout, y_dtype);
         if (cacheable) descriptor = cache.insert(key, std::move(descriptor));
     }
-
-    void* stream = nullptr;
-    if (device_type == kDeviceCuda) {
-        const c10::impl::DeviceGuardImplInterface* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-        stream = cuda->getStreamNativeHandle(cuda->getStream(device));
-    }
-    // From torch's allocator (the caching one on a GPU, ordered on the current stream); none when not needed.
     at::Tensor workspace;
-    void* workspace_pointer = nullptr;
-    std::size_t workspace_bytes = descriptor->workspace_bytes;
-    if (workspace_bytes) {
-        workspace = at::empty({static_cast<int64_t>(workspace_bytes + kWorkspaceAlignment - 1)},
-                              x.options().dtype(at::kByte));
-        const auto address = reinterpret_cast<uintptr_t>(workspace.data_ptr());
-        workspace_pointer = reinterpret_cast<void*>((address + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
-                                                    kWorkspaceAlignment);
-    }
-    check(api.smxSoftmaxForward(descriptor->pointer, workspace_pointer, workspace_bytes, y.data_ptr(),
-                                x.const_data_ptr(), stream));
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    check(api.smxSoftmaxForward(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes, y.data_ptr(),
+                                x.const_data_ptr(), current_stream(x.device())));
 }
 
 std::shared_ptr<Descriptor> make_softmax_backward_descriptor(const std::shared_ptr<Handle>& handle, int mode, int axis,
@@ -505,14 +481,7 @@ at::Tensor softmax_kernel(const at::Tensor& x, int64_t dim, std::optional<at::Sc
 template <int Mode>
 void softmax_out_kernel(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
     check_input(x);
-    TORCH_CHECK_VALUE(out.device() == x.device(), "out is on ", device_name(out.device()), " but x is on ",
-                      device_name(x.device()));
-    TORCH_CHECK_VALUE(out.sizes() == x.sizes(), "out has shape ", shape_text(out.sizes()), " but x has shape ",
-                      shape_text(x.sizes()));
-    TORCH_CHECK_TYPE(out.layout() == at::kStrided, "smx needs a strided (dense) out; got layout ", out.layout());
-    check_dtype(out.scalar_type());
-    TORCH_CHECK_TYPE(!dtype.has_value() || *dtype == out.scalar_type(), "dtype=", dtype_name(*dtype),
-                     " disagrees with out's dtype ", dtype_name(out.scalar_type()));
+    check_out(x, "x", dtype, out);
     run_softmax(Mode, x, dim, out);
 }
 
