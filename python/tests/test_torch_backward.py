@@ -78,6 +78,27 @@ def test_every_grad_input_dtype_by_dtype_and_by_out(rng, y_name, dx_name, log):
     assert_matches_formula(out, grad_output, output, -1, log)
 
 
+@pytest.mark.parametrize("log", MODES)
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_special_values_propagate_exactly_as_torch_s_backward(rng, name, log):
+    inf, nan = float("inf"), float("nan")
+    output = forward_output(random_tensor(rng, (8, 6), name) / 3, 1, log)
+    grad_output = random_tensor(rng, (8, 6), name)
+    grad_output[1, 2] = nan
+    output[2, 3] = nan
+    grad_output[3, 0] = inf
+    grad_output[4, 5] = -inf
+    grad_output[5, 0], grad_output[5, 1] = inf, -inf
+    output[6, 4] = -inf if log else 0.0
+    output[7, 1], grad_output[7, 0] = (-inf, inf) if log else (0.0, inf)  # an infinite sum meets exp(y) = 0 / y = 0
+    ours = op(log)(grad_output, output, 1)
+    theirs = torch_backward(log)(grad_output, output, 1, output.dtype)
+    assert torch.equal(ours.isnan(), theirs.isnan())
+    assert torch.equal(ours.isinf(), theirs.isinf()) and torch.equal(ours[ours.isinf()], theirs[theirs.isinf()])
+    finite = theirs.isfinite()
+    torch.testing.assert_close(ours[finite], theirs[finite], rtol=1e-5, atol=1e-6)
+
+
 def layouts(rng):
     """(grad_output, output) pairs of every kind of layout: dense, transposed, sliced, broadcast, 0-d, empty."""
     base = forward_output(random_tensor(rng, (4, 6, 10), "float32"), -1, False)
