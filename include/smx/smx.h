@@ -6,11 +6,13 @@
  *   smxCreateSoftmaxDescriptor(handle, &desc, SMX_SOFTMAX, -1, yDesc, xDesc);
  *   smxGetSoftmaxWorkspaceSize(desc, &bytes);
  *   smxSoftmaxForward(desc, workspace, bytes, y, x, stream);               // launches only
+ * The gradient has the same shape: smxCreateSoftmaxBackwardDescriptor, smxGetSoftmaxBackwardWorkspaceSize,
+ * smxSoftmaxBackward(bwd, workspace, bytes, dx, dy, y, stream).
  *
  * Every function returns an smxStatus_t (see smx_status.h); outputs come back through pointer arguments.
  * Descriptor creation validates everything and chooses the execution plan, so forward only launches.
  * Thread safety: distinct handles and descriptors may be used from distinct threads at once; one
- * descriptor may be used by several threads at once for forward calls (it is read-only after creation).
+ * descriptor may be used by several threads at once for its compute calls (it is read-only after creation).
  * Objects: every function taking a handle or descriptor refuses NULL (SMX_STATUS_BAD_PARAM_NULL_POINTER)
  * and, with SMX_STATUS_BAD_PARAM_OBJECT, an object of another kind cast to it, or one already destroyed
  * where its memory still shows it (the common case; using a destroyed object stays undefined behaviour).
