@@ -1,0 +1,65 @@
+// general_plan.cpp - backward-general's planner: a warp per row, or a block for long rows; a persistent grid.
+#include "cuda/backward/plan.hpp"
+
+namespace smx::cuda {
+namespace {
+
+// The rows' index space with each operand's strides, for any layout.
+void describe_backward_index_space(const SoftmaxBackwardInfo& info, BackwardGeneralParams* params) {
+    switch (info.layout) {
+        case RowLayout::Rows:
+            params->index_ndim = 1;
+            params->index_shape[0] = info.rows;
+            params->dy_index_strides[0] = info.dy.row_stride;
+            params->y_index_strides[0] = info.y.row_stride;
+            params->dx_index_strides[0] = info.dx.row_stride;
+            return;
+        case RowLayout::Spatial:
+            params->index_ndim = 2;
+            params->index_shape[0] = info.outer;
+            params->index_shape[1] = info.inner;
+            params->dy_index_strides[0] = info.dy.outer_stride;
+            params->y_index_strides[0] = info.y.outer_stride;
+            params->dx_index_strides[0] = info.dx.outer_stride;
+            params->dy_index_strides[1] = 1;
+            params->y_index_strides[1] = 1;
+            params->dx_index_strides[1] = 1;
+            return;
+        case RowLayout::General:
+            params->index_ndim = info.index_ndim;
+            for (int d = 0; d < info.index_ndim; ++d) {
+                params->index_shape[d] = info.index_shape[d];
+                params->dy_index_strides[d] = info.dy.index_strides[d];
+                params->y_index_strides[d] = info.y.index_strides[d];
+                params->dx_index_strides[d] = info.dx.index_strides[d];
+            }
+            return;
+    }
+}
+
+}  // namespace
+
+smxStatus_t plan_backward_general(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardFamilyPlan* plan) {
+    const void* kernel = backward_general_kernel(info.dy_dtype, info.dx_dtype);
+    SMX_RETURN_IF_ERROR(require_backward_kernel(kernel, info, "backward-general"));
+    const int threads_per_row = info.row_len >= context.tuning.backward.general_block_row_len ? kBackwardGeneralThreads : 32;
+    int blocks = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, kBackwardGeneralThreads, 0, &blocks));
+    const unsigned grid = persistent_grid(ceil_div(info.rows, kBackwardGeneralThreads / threads_per_row), blocks,
+                                          context.limits.multiprocessor_count);
+    BackwardGeneralParams params;
+    params.rows = info.rows;
+    params.row_len = info.row_len;
+    params.dy_axis_stride = info.dy.axis_stride;
+    params.y_axis_stride = info.y.axis_stride;
+    params.dx_axis_stride = info.dx.axis_stride;
+    describe_backward_index_space(info, &params);
+    params.threads_per_row = threads_per_row;
+    params.log_mode = info.is_log() ? 1 : 0;
+    *plan = make_backward_family_plan(info, params, {Launch{kernel, dim3(grid), dim3(kBackwardGeneralThreads), 0, 0}}, 0,
+                                      fmt::format("cuda backward-general threads_per_row={} threads={} grid={}",
+                                                  threads_per_row, kBackwardGeneralThreads, grid));
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace smx::cuda
