@@ -376,7 +376,7 @@ TEST_CASE("cuda backward: strided axes take backward-spatial, cached on chip whe
     const Spatial cases[] = {
         {{4, 300, 40}, 1, {}, {}, {}, 1, "one CTA a tile"},
         {{2, 5000, 24}, 1, {}, {}, {}, 1, "a cluster a tile"},
-        {{3, 200000, 5}, 1, {}, {}, {}, 0, "columns too long to cache: read twice"},
+        {{3, 600000, 5}, 1, {}, {}, {}, 0, "columns too long to cache even across 16 CTAs: read twice"},
         {{8192, 64}, 0, {}, {}, {}, -1, "the first axis of a matrix"},
         {{64, 3000}, 1, {{1, 64}}, {{1, 64}}, {{1, 64}}, -1, "a transposed matrix over its last dim"},
         {{5, 200, 33}, 1, {}, {}, {}, 1, "inner 33: the last vector partly outside"},
