@@ -1,43 +1,8 @@
 // general_plan.cpp - backward-general's planner: a warp per row, or a block for long rows; a persistent grid.
 #include "cuda/backward/plan.hpp"
+#include "cuda/general/plan.hpp"
 
 namespace smx::cuda {
-namespace {
-
-// The rows' index space with each operand's strides, for any layout.
-void describe_backward_index_space(const SoftmaxBackwardInfo& info, BackwardGeneralParams* params) {
-    switch (info.layout) {
-        case RowLayout::Rows:
-            params->index_ndim = 1;
-            params->index_shape[0] = info.rows;
-            params->dy_index_strides[0] = info.dy.row_stride;
-            params->y_index_strides[0] = info.y.row_stride;
-            params->dx_index_strides[0] = info.dx.row_stride;
-            return;
-        case RowLayout::Spatial:
-            params->index_ndim = 2;
-            params->index_shape[0] = info.outer;
-            params->index_shape[1] = info.inner;
-            params->dy_index_strides[0] = info.dy.outer_stride;
-            params->y_index_strides[0] = info.y.outer_stride;
-            params->dx_index_strides[0] = info.dx.outer_stride;
-            params->dy_index_strides[1] = 1;
-            params->y_index_strides[1] = 1;
-            params->dx_index_strides[1] = 1;
-            return;
-        case RowLayout::General:
-            params->index_ndim = info.index_ndim;
-            for (int d = 0; d < info.index_ndim; ++d) {
-                params->index_shape[d] = info.index_shape[d];
-                params->dy_index_strides[d] = info.dy.index_strides[d];
-                params->y_index_strides[d] = info.y.index_strides[d];
-                params->dx_index_strides[d] = info.dx.index_strides[d];
-            }
-            return;
-    }
-}
-
-}  // namespace
 
 smxStatus_t plan_backward_general(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardFamilyPlan* plan) {
     const void* kernel = backward_general_kernel(info.dy_dtype, info.dx_dtype);
@@ -53,7 +18,9 @@ smxStatus_t plan_backward_general(const SoftmaxBackwardInfo& info, const PlanCon
     params.dy_axis_stride = info.dy.axis_stride;
     params.y_axis_stride = info.y.axis_stride;
     params.dx_axis_stride = info.dx.axis_stride;
-    describe_backward_index_space(info, &params);
+    params.index_ndim = describe_index_space(
+        info, {{&info.dy, params.dy_index_strides}, {&info.y, params.y_index_strides}, {&info.dx, params.dx_index_strides}},
+        params.index_shape);
     params.threads_per_row = threads_per_row;
     params.log_mode = info.is_log() ? 1 : 0;
     *plan = make_backward_family_plan(info, params, {Launch{kernel, dim3(grid), dim3(kBackwardGeneralThreads), 0, 0}}, 0,
