@@ -36,6 +36,30 @@ __device__ __forceinline__ ChunkSplit split_chunk(const T* dy_chunk, std::int64_
     return {head, packs, head + packs * kPack};
 }
 
+// Loads one loop step's packs of dy and y: packs p, p + threads, ... below `packs`, all issued before any is
+// used; streaming (evict-first) for the last read of them.
+template <Access kAccess, int kPack, class T>
+__device__ __forceinline__ void load_split_step(const T* dy_body, const T* y_body, std::int64_t p, std::int64_t packs,
+                                                int threads, Packed<T, kPack> (&dy_packs)[kSplitUnroll],
+                                                Packed<T, kPack> (&y_packs)[kSplitUnroll]) {
+    const auto load = [](const T* source) {
+        const auto* pack = reinterpret_cast<const Packed<T, kPack>*>(source);
+        if constexpr (kAccess == Access::Streaming) {
+            return load_streaming(pack);
+        } else {
+            return *pack;
+        }
+    };
+#pragma unroll
+    for (int u = 0; u < kSplitUnroll; ++u) {
+        const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
+        if (pack < packs) {
+            dy_packs[u] = load(dy_body + pack * kPack);
+            y_packs[u] = load(y_body + pack * kPack);
+        }
+    }
+}
+
 // This thread's sum of the terms of one chunk: head elements, kSplitUnroll packs a loop step (summed in
 // segments), then the tail.
 template <class Gradient, int kPack, class T, class C = ComputeType<T>>
@@ -48,14 +72,7 @@ __device__ __forceinline__ C chunk_sum(const T* dy, const T* y, std::int64_t cou
     C sum = segmented_sum<C>(tid, split.packs, static_cast<std::int64_t>(threads) * kSplitUnroll, [&](std::int64_t p) {
         Packed<T, kPack> dy_packs[kSplitUnroll];
         Packed<T, kPack> y_packs[kSplitUnroll];
-#pragma unroll
-        for (int u = 0; u < kSplitUnroll; ++u) {
-            const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
-            if (pack < split.packs) {
-                dy_packs[u] = *reinterpret_cast<const Packed<T, kPack>*>(dy_body + pack * kPack);
-                y_packs[u] = *reinterpret_cast<const Packed<T, kPack>*>(y_body + pack * kPack);
-            }
-        }
+        load_split_step<Access::Normal>(dy_body, y_body, p, split.packs, threads, dy_packs, y_packs);
         C step = C(0);
 #pragma unroll
         for (int u = 0; u < kSplitUnroll; ++u) {
@@ -91,14 +108,7 @@ __device__ __forceinline__ void chunk_write(const T* dy, const T* y, D* dx, std:
         // All of a step's loads first: dx may be dy (in place), so the compiler would not hoist them itself.
         Packed<T, kPack> dy_packs[kSplitUnroll];
         Packed<T, kPack> y_packs[kSplitUnroll];
-#pragma unroll
-        for (int u = 0; u < kSplitUnroll; ++u) {
-            const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
-            if (pack < split.packs) {
-                dy_packs[u] = load_streaming(reinterpret_cast<const Packed<T, kPack>*>(dy_body + pack * kPack));
-                y_packs[u] = load_streaming(reinterpret_cast<const Packed<T, kPack>*>(y_body + pack * kPack));
-            }
-        }
+        load_split_step<Access::Streaming>(dy_body, y_body, p, split.packs, threads, dy_packs, y_packs);
 #pragma unroll
         for (int u = 0; u < kSplitUnroll; ++u) {
             const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
