@@ -307,20 +307,30 @@ def check_against_float64(y, x, dim, log_mode, generator):
 # One case
 # ---------------------------------------------------------------------------------------------------
 
-def run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator):
-    """Checks then times one case; any failure is recorded in the record's "error" and "check" fields."""
-    nbytes = inputs[0].numel() * (x_dtype.itemsize + y_dtype.itemsize)
-    record = {"op": op, "group": item["group"], "label": item["label"], "x_dtype": NAMES[x_dtype],
-              "y_dtype": NAMES[y_dtype], "shape": list(item["shape"]), "strides": list(inputs[0].stride()),
-              "dim": item["dim"], "bytes": nbytes, "copy_tbps": copy_bps / 1e12, "plan": None, "smx_us": None,
-              "torch_us": None, "torch_compile_us": None, "graph_us": None, "torch_graph_us": None,
-              "torch_note": None, "compile_note": None, "check": "FAIL", "max_err_ratio": None, "error": None}
+def new_record(item, op, x_dtype, y_dtype, nbytes, copy_bps):
+    """A case's record before it runs: failed until its check passes."""
+    return {"op": op, "group": item["group"], "label": item["label"], "x_dtype": NAMES[x_dtype],
+            "y_dtype": NAMES[y_dtype], "shape": list(item["shape"]), "strides": None, "dim": item["dim"],
+            "bytes": nbytes, "copy_tbps": copy_bps / 1e12, "plan": None, "smx_us": None, "torch_us": None,
+            "torch_compile_us": None, "graph_us": None, "torch_graph_us": None, "torch_note": None,
+            "compile_note": None, "check": "FAIL", "max_err_ratio": None, "error": None}
+
+
+def guarded(record, measure):
+    """Runs measure(); any failure is recorded in the record's "error" and "check" fields."""
     try:
-        measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record)
+        measure()
     except Exception as error:  # noqa: BLE001 - one broken case must not end the run
         record["check"] = "FAIL"
         record["error"] = f"{type(error).__name__}: {str(error)[:300]}"
     return record
+
+
+def run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator):
+    """Checks then times one case."""
+    record = new_record(item, op, x_dtype, y_dtype, inputs[0].numel() * (x_dtype.itemsize + y_dtype.itemsize), copy_bps)
+    record["strides"] = list(inputs[0].stride())
+    return guarded(record, lambda: measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record))
 
 
 def measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record):
@@ -473,19 +483,11 @@ def make_backward_inputs(item, op, x_dtype, y_dtype, count, generator):
 
 def run_backward_case(smx, timer, item, op, x_dtype, y_dtype, copy_bps, args, generator, count):
     """Checks then times one backward case (inputs made here: y depends on the op)."""
-    numel = math.prod(item["shape"])
-    record = {"op": f"{op}_backward", "group": item["group"], "label": item["label"], "x_dtype": NAMES[x_dtype],
-              "y_dtype": NAMES[y_dtype], "shape": list(item["shape"]), "strides": None, "dim": item["dim"],
-              "bytes": numel * (2 * y_dtype.itemsize + x_dtype.itemsize), "copy_tbps": copy_bps / 1e12, "plan": None,
-              "smx_us": None, "torch_us": None, "torch_compile_us": None, "graph_us": None, "torch_graph_us": None,
-              "torch_note": None, "compile_note": "not timed for the backward", "check": "FAIL", "max_err_ratio": None,
-              "error": None}
-    try:
-        measure_backward(smx, timer, item, op, x_dtype, y_dtype, args, generator, count, record)
-    except Exception as error:  # noqa: BLE001 - one broken case must not end the run
-        record["check"] = "FAIL"
-        record["error"] = f"{type(error).__name__}: {str(error)[:300]}"
-    return record
+    nbytes = math.prod(item["shape"]) * (2 * y_dtype.itemsize + x_dtype.itemsize)
+    record = new_record(item, f"{op}_backward", x_dtype, y_dtype, nbytes, copy_bps)
+    record["compile_note"] = "not timed for the backward"
+    return guarded(record, lambda: measure_backward(smx, timer, item, op, x_dtype, y_dtype, args, generator, count,
+                                                    record))
 
 
 def measure_backward(smx, timer, item, op, x_dtype, y_dtype, args, generator, count, record):
