@@ -640,18 +640,23 @@ def main():
           f"{'smx%':>7} {'torch%':>7} {'speedup':>7}  check")
 
     records = []
+
+    def run_and_report(name, x_dtype, y_dtype, item, run):
+        print(f"[{len(records) + 1}] {name} {NAMES[x_dtype]}->{NAMES[y_dtype]} {item['label']}", file=sys.stderr,
+              flush=True)
+        record = run()
+        finish_record(record, copy_bps, meta)
+        print_row(record)
+        records.append(record)
+
     for item, pairs in select_cases(args):
         if args.pass_ == "backward":
             for x_dtype, y_dtype in pairs:
                 y_bytes = math.prod(item["shape"]) * y_dtype.itemsize
                 count = max(1, math.ceil(4 * properties.L2_cache_size / (2 * y_bytes)))
                 for op in args.ops:
-                    print(f"[{len(records) + 1}] {op}_backward {NAMES[x_dtype]}->{NAMES[y_dtype]} {item['label']}",
-                          file=sys.stderr, flush=True)
-                    record = run_backward_case(smx, timer, item, op, x_dtype, y_dtype, copy_bps, args, generator, count)
-                    finish_record(record, copy_bps, meta)
-                    print_row(record)
-                    records.append(record)
+                    run_and_report(f"{op}_backward", x_dtype, y_dtype, item, lambda: run_backward_case(
+                        smx, timer, item, op, x_dtype, y_dtype, copy_bps, args, generator, count))
                     torch.cuda.empty_cache()
             continue
         for x_dtype in dict.fromkeys(x for x, _ in pairs):  # inputs made once per (layout, x dtype)
@@ -660,12 +665,8 @@ def main():
             inputs = make_inputs(item, x_dtype, count, generator)
             for _, y_dtype in [p for p in pairs if p[0] == x_dtype]:
                 for op in args.ops:
-                    print(f"[{len(records) + 1}] {op} {NAMES[x_dtype]}->{NAMES[y_dtype]} {item['label']}",
-                          file=sys.stderr, flush=True)
-                    record = run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator)
-                    finish_record(record, copy_bps, meta)
-                    print_row(record)
-                    records.append(record)
+                    run_and_report(op, x_dtype, y_dtype, item, lambda: run_case(
+                        smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator))
             del inputs
             torch.cuda.empty_cache()
 
