@@ -3,23 +3,14 @@
 #include <algorithm>
 
 #include "cuda/backward/plan.hpp"
+#include "cuda/block_regs/plan.hpp"
 
 namespace smx::cuda {
 namespace {
 
-// Whether `a` serves the row better than `b`: several CTAs per SM first (one CTA's loads overlap another's
-// math and stores), then the fewest idle register slots (to 1%), then more values per thread; equal: the one
-// found first (the smaller cluster). The forward's block-regs ranking.
+// The forward's block-regs ranking, more values per thread ranking higher.
 bool better_regs_choice(const BackwardRegsChoice& a, const BackwardRegsChoice& b, int min_ctas_per_sm) {
-    if (!b.fits) return a.fits;
-    if (!a.fits) return false;
-    const bool a_overlaps = a.ctas_per_sm >= min_ctas_per_sm;
-    const bool b_overlaps = b.ctas_per_sm >= min_ctas_per_sm;
-    if (a_overlaps != b_overlaps) return a_overlaps;
-    const int a_percent = static_cast<int>(a.utilization * 100.0);
-    const int b_percent = static_cast<int>(b.utilization * 100.0);
-    if (a_percent != b_percent) return a_percent > b_percent;
-    return a.values > b.values;
+    return better_register_configuration(a, b, min_ctas_per_sm, [](int values) { return values; });
 }
 
 // The smallest CTA of an instance of `values` per thread that holds `slice_len` elements; 0 where the
