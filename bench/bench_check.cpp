@@ -96,6 +96,96 @@ std::vector<double> cpu_reference(smxHandle_t cpu_handle, smxSoftmaxMode_t mode,
     return y;
 }
 
+// One tensor whose rows are checked: its device data and dtype, and a host copy of all of it where every
+// row is checked (two bulk copies beat one copy per row).
+struct RowSource {
+    RowSource(const void* data, smxDataType_t type) : device_data(data), dtype(type) {}
+    const void* device_data;
+    smxDataType_t dtype;
+    std::vector<unsigned char> host;
+};
+
+// The rows a check reads (all, or sampled for big tensors), in batches of about batch_elements, each read
+// densely into doubles; fills the result's rows_checked and sampled.
+class RowReader {
+public:
+    RowReader(BenchDevice& device, const Layout& layout, std::mt19937_64& rng, CheckResult& result)
+        : device_(device), layout_(layout), geometry_(layout) {
+        result.sampled = layout.numel() > full_check_max_elements && geometry_.rows > sampled_random_rows + 2;
+        sampled_ = result.sampled;
+        if (geometry_.rows > 0 && geometry_.row_len > 0) rows_ = choose_rows(geometry_.rows, sampled_, rng);
+        result.rows_checked = static_cast<std::int64_t>(rows_.size());
+    }
+
+    std::int64_t row_len() const { return geometry_.row_len; }
+
+    void prepare(RowSource& source) const {
+        if (sampled_ || rows_.empty()) return;
+        source.host.resize(layout_.span() * dtype_size(source.dtype));
+        device_.copy_to_host(source.host.data(), source.device_data, source.host.size());
+    }
+
+    // Calls check(batch's row numbers) for each batch of rows.
+    template <class Check>
+    void for_each_batch(const Check& check) const {
+        const std::int64_t rows_per_batch = std::max<std::int64_t>(1, batch_elements / std::max<std::int64_t>(row_len(), 1));
+        for (std::size_t first = 0; first < rows_.size(); first += rows_per_batch) {
+            const std::size_t end = std::min(rows_.size(), first + static_cast<std::size_t>(rows_per_batch));
+            check(std::vector<std::int64_t>(rows_.begin() + first, rows_.begin() + end));
+        }
+    }
+
+    // The batch's rows of `source`, row after row, as doubles.
+    std::vector<double> read(const RowSource& source, const std::vector<std::int64_t>& batch_rows) const {
+        const std::size_t element_bytes = dtype_size(source.dtype);
+        std::vector<unsigned char> bytes(batch_rows.size() * geometry_.row_len * element_bytes);
+        for (std::size_t r = 0; r < batch_rows.size(); ++r) {
+            fetch_row(device_, source.device_data, sampled_ ? nullptr : &source.host, source.dtype,
+                      geometry_.row_offset(layout_, batch_rows[r]), geometry_,
+                      bytes.data() + r * geometry_.row_len * element_bytes);
+        }
+        std::vector<double> values(batch_rows.size() * geometry_.row_len);
+        for (std::size_t i = 0; i < values.size(); ++i) values[i] = load_as_double(bytes.data(), source.dtype, i);
+        return values;
+    }
+
+private:
+    BenchDevice& device_;
+    const Layout& layout_;
+    RowGeometry geometry_;
+    bool sampled_ = false;
+    std::vector<std::int64_t> rows_;
+};
+
+// The worst element of a check: the largest ratio of error to allowed error (infinite for a NaN or infinity
+// that the reference does not have, or the reverse), kept in the result with its text; passed while <= 1.
+class WorstElement {
+public:
+    explicit WorstElement(CheckResult& result) : result_(result) { result_.passed = true; }
+
+    void add(double got, double expected, double allowed, std::int64_t row, std::int64_t col) {
+        double ratio;
+        if (std::isnan(expected) || std::isinf(expected)) {
+            ratio = (got == expected || (std::isnan(got) && std::isnan(expected))) ? 0.0 : HUGE_VAL;
+        } else if (!std::isfinite(got)) {
+            ratio = HUGE_VAL;  // NaN here is an unwritten (poisoned) or wrong output
+        } else {
+            ratio = std::fabs(got - expected) / allowed;
+        }
+        if (ratio > result_.max_error_ratio || result_.detail.empty()) {
+            result_.max_error_ratio = ratio;
+            char text[160];
+            std::snprintf(text, sizeof text, "row %lld col %lld: got %.9g, expected %.9g", static_cast<long long>(row),
+                          static_cast<long long>(col), got, expected);
+            result_.detail = text;
+        }
+        result_.passed = result_.max_error_ratio <= 1.0;
+    }
+
+private:
+    CheckResult& result_;
+};
+
 }  // namespace
 
 double relative_tolerance(smxDataType_t y_dtype) {
@@ -112,68 +202,67 @@ CheckResult check_against_reference(BenchDevice& device, smxHandle_t cpu_handle,
                                     DtypePair dtypes, smxSoftmaxMode_t mode, const void* x, const void* y,
                                     std::mt19937_64& rng) {
     CheckResult result;
-    const RowGeometry geometry(layout);
-    if (geometry.rows == 0 || geometry.row_len == 0) {
-        result.passed = true;
-        return result;
-    }
-    result.sampled = layout.numel() > full_check_max_elements && geometry.rows > sampled_random_rows + 2;
-    const std::vector<std::int64_t> rows = choose_rows(geometry.rows, result.sampled, rng);
-
-    // Checking everything: two bulk copies beat one copy per row.
-    std::vector<unsigned char> x_host, y_host;
-    if (!result.sampled) {
-        x_host.resize(layout.span() * dtype_size(dtypes.x));
-        y_host.resize(layout.span() * dtype_size(dtypes.y));
-        device.copy_to_host(x_host.data(), x, x_host.size());
-        device.copy_to_host(y_host.data(), y, y_host.size());
-    }
-
+    RowReader reader(device, layout, rng, result);
+    RowSource x_rows(x, dtypes.x), y_rows(y, dtypes.y);
+    reader.prepare(x_rows);
+    reader.prepare(y_rows);
     const double rtol = relative_tolerance(dtypes.y);
     const double slack = underflow_slack(dtypes.y);
     const bool log_mode = mode == SMX_LOG_SOFTMAX;
-    const std::int64_t rows_per_batch = std::max<std::int64_t>(1, batch_elements / geometry.row_len);
-    std::vector<unsigned char> x_rows, y_rows;
-    for (std::size_t first = 0; first < rows.size(); first += rows_per_batch) {
-        const std::int64_t batch_rows = std::min<std::int64_t>(rows_per_batch, rows.size() - first);
-        const std::int64_t batch_size = batch_rows * geometry.row_len;
-        x_rows.resize(batch_size * dtype_size(dtypes.x));
-        y_rows.resize(batch_size * dtype_size(dtypes.y));
-        for (std::int64_t r = 0; r < batch_rows; ++r) {
-            const std::int64_t offset = geometry.row_offset(layout, rows[first + r]);
-            fetch_row(device, x, result.sampled ? nullptr : &x_host, dtypes.x, offset, geometry,
-                      x_rows.data() + r * geometry.row_len * dtype_size(dtypes.x));
-            fetch_row(device, y, result.sampled ? nullptr : &y_host, dtypes.y, offset, geometry,
-                      y_rows.data() + r * geometry.row_len * dtype_size(dtypes.y));
-        }
-        std::vector<double> x_values(batch_size);
-        for (std::int64_t i = 0; i < batch_size; ++i) x_values[i] = load_as_double(x_rows.data(), dtypes.x, i);
-        const std::vector<double> reference = cpu_reference(cpu_handle, mode, x_values, batch_rows, geometry.row_len);
-
-        for (std::int64_t i = 0; i < batch_size; ++i) {
+    WorstElement worst(result);
+    reader.for_each_batch([&](const std::vector<std::int64_t>& batch_rows) {
+        const std::vector<double> x_values = reader.read(x_rows, batch_rows);
+        const std::vector<double> y_values = reader.read(y_rows, batch_rows);
+        const std::vector<double> reference = cpu_reference(cpu_handle, mode, x_values,
+                                                            static_cast<std::int64_t>(batch_rows.size()), reader.row_len());
+        for (std::size_t i = 0; i < reference.size(); ++i) {
             const double expected = reference[i];
-            const double got = load_as_double(y_rows.data(), dtypes.y, i);
-            double ratio;
-            if (std::isnan(expected) || std::isinf(expected)) {
-                ratio = (got == expected || (std::isnan(got) && std::isnan(expected))) ? 0.0 : HUGE_VAL;
-            } else if (!std::isfinite(got)) {
-                ratio = HUGE_VAL;  // NaN here is an unwritten (poisoned) or wrong output
-            } else {
-                const double allowed = log_mode ? rtol * (std::fabs(expected) + 1.0) : rtol * std::fabs(expected) + slack;
-                ratio = std::fabs(got - expected) / allowed;
+            const double allowed = log_mode ? rtol * (std::fabs(expected) + 1.0) : rtol * std::fabs(expected) + slack;
+            worst.add(y_values[i], expected, allowed, batch_rows[i / reader.row_len()], i % reader.row_len());
+        }
+    });
+    return result;
+}
+
+CheckResult check_backward_against_reference(BenchDevice& device, const Layout& layout, DtypePair dtypes,
+                                             smxSoftmaxMode_t mode, const void* dy, const void* y, const void* dx,
+                                             std::mt19937_64& rng) {
+    CheckResult result;
+    RowReader reader(device, layout, rng, result);
+    RowSource dy_rows(dy, dtypes.y), y_rows(y, dtypes.y), dx_rows(dx, dtypes.x);
+    reader.prepare(dy_rows);
+    reader.prepare(y_rows);
+    reader.prepare(dx_rows);
+    // dx's own rounding, or what the kernels compute in where that is coarser (float32 unless f64 is involved).
+    const bool f64 = dtypes.x == SMX_DTYPE_F64 || dtypes.y == SMX_DTYPE_F64;
+    const double rtol = std::max(relative_tolerance(dtypes.x), relative_tolerance(f64 ? SMX_DTYPE_F64 : SMX_DTYPE_F32));
+    const double slack = underflow_slack(dtypes.x);
+    const bool log_mode = mode == SMX_LOG_SOFTMAX;
+    const std::int64_t n = reader.row_len();
+    WorstElement worst(result);
+    reader.for_each_batch([&](const std::vector<std::int64_t>& batch_rows) {
+        const std::vector<double> dy_values = reader.read(dy_rows, batch_rows);
+        const std::vector<double> y_values = reader.read(y_rows, batch_rows);
+        const std::vector<double> dx_values = reader.read(dx_rows, batch_rows);
+        for (std::size_t r = 0; r < batch_rows.size(); ++r) {
+            const double* row_dy = &dy_values[r * n];
+            const double* row_y = &y_values[r * n];
+            // softmax: sum(dy * y); log-softmax: sum(dy); and the sum of the terms' magnitudes, the error scale.
+            double sum = 0.0, magnitude = 0.0;
+            for (std::int64_t j = 0; j < n; ++j) {
+                const double term = log_mode ? row_dy[j] : row_dy[j] * row_y[j];
+                sum += term;
+                magnitude += std::fabs(term);
             }
-            if (ratio > result.max_error_ratio || result.detail.empty()) {
-                result.max_error_ratio = ratio;
-                char text[160];
-                std::snprintf(text, sizeof text, "row %lld col %lld: got %.9g, expected %.9g",
-                              static_cast<long long>(rows[first + i / geometry.row_len]),
-                              static_cast<long long>(i % geometry.row_len), got, expected);
-                result.detail = text;
+            for (std::int64_t j = 0; j < n; ++j) {
+                const double weight = log_mode ? std::exp(row_y[j]) : 0.0;
+                const double expected = log_mode ? row_dy[j] - weight * sum : row_y[j] * (row_dy[j] - sum);
+                const double scale = log_mode ? std::fabs(row_dy[j]) + weight * magnitude
+                                              : std::fabs(row_y[j]) * (std::fabs(row_dy[j]) + magnitude);
+                worst.add(dx_values[r * n + j], expected, rtol * scale + slack, batch_rows[r], j);
             }
         }
-    }
-    result.rows_checked = static_cast<std::int64_t>(rows.size());
-    result.passed = result.max_error_ratio <= 1.0;
+    });
     return result;
 }
 

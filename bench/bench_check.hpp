@@ -35,4 +35,14 @@ CheckResult check_against_reference(BenchDevice& device, smxHandle_t cpu_handle,
                                     DtypePair dtypes, smxSoftmaxMode_t mode, const void* x, const void* y,
                                     std::mt19937_64& rng);
 
+// The backward's check: reads dy, y (dtypes.y, the forward's output dtype) and dx (dtypes.x, the forward's
+// input dtype) back and compares dx with the formulas in float64 on the same dy and y:
+//   softmax:     dx = y * (dy - sum(dy * y))        log-softmax: dx = dy - exp(y) * sum(dy)
+// Allowed error per element: rtol * scale + smallest normal of dx's dtype, where rtol is dx's (float32's where
+// that is larger and no operand is f64: what the kernels compute in) and the scale is what rounding errors
+// grow with: softmax |y| * (|dy| + sum|dy * y|), log-softmax |dy| + exp(y) * sum|dy|.
+CheckResult check_backward_against_reference(BenchDevice& device, const Layout& layout, DtypePair dtypes,
+                                             smxSoftmaxMode_t mode, const void* dy, const void* y, const void* dx,
+                                             std::mt19937_64& rng);
+
 }  // namespace smx_bench

@@ -70,7 +70,7 @@ std::string dtype_pair_text(smxDataType_t x, smxDataType_t y) {
 }
 
 void TablePrinter::print_header() const {
-    std::printf("%-11s %-10s %-24s %4s %-40s %10s %8s %7s", "op", "x->y", "shape", "dim", "plan", "us",
+    std::printf("%-20s %-10s %-24s %4s %-40s %10s %8s %7s", "op", "x->y", "shape", "dim", "plan", "us",
                 gpu_units_ ? "TB/s" : "GB/s", "%copy");
     if (with_graph_) std::printf(" %10s", "graph us");
     std::printf("  %s\n", "check (max err ratio)");
@@ -78,7 +78,7 @@ void TablePrinter::print_header() const {
 }
 
 void TablePrinter::print_row(const CaseRecord& record, const RunInfo& run) const {
-    std::printf("%-11s %-10s %-24s %4d %-40s ", record.op.c_str(),
+    std::printf("%-20s %-10s %-24s %4d %-40s ", record.op.c_str(),
                 dtype_pair_text(record.x_dtype, record.y_dtype).c_str(), record.label.c_str(), record.dim,
                 record.plan.empty() ? "-" : record.plan.c_str());
     if (record.smx_us) {

@@ -24,7 +24,7 @@ struct RunInfo {
 };
 
 struct CaseRecord {
-    std::string op;
+    std::string op;                     // softmax, log_softmax, softmax_backward, log_softmax_backward
     std::string group;
     std::string label;
     smxDataType_t x_dtype = SMX_DTYPE_F32;
@@ -33,7 +33,7 @@ struct CaseRecord {
     std::vector<std::int64_t> strides;
     int dim = -1;
     std::string plan;
-    std::int64_t bytes = 0;             // numel * (sizeof x + sizeof y)
+    std::int64_t bytes = 0;             // numel * (sizeof x + sizeof y); backward: numel * (2 sizeof y + sizeof x)
     int calls = 0;                      // timed calls
     int buffers = 0;                    // input (and output) buffers rotated through
     std::optional<double> smx_us;       // median; empty when the case failed before timing

@@ -9,6 +9,11 @@ function, with CUDA events around each call, after a warm-up, over inputs rotate
 L2, and reports the median. The device-to-device copy bandwidth is measured in the same run the same way.
 Every smx result is first checked against torch's float64 softmax of the same input.
 
+With --pass backward it does the same for the gradients on the same grid: smx.softmax_backward /
+smx.log_softmax_backward against torch._softmax_backward_data / torch._log_softmax_backward_data on the same
+dy and y (y the forward's output of fresh x; a pair X:Y is the forward's, so dy and y are Y and dx is X), bytes
+counted as dy and y read plus dx written, each smx result checked against the formulas in float64 first.
+
 smx is imported from the installed package or from this checkout's python/ folder; libsmx is found the
 binding's way (SMX_LIBRARY names the file). matplotlib is only needed for --plot.
 """
@@ -100,6 +105,8 @@ def parse_args():
                         help="merge into an existing --out file (same case replaced), e.g. to assemble a run in parts")
     parser.add_argument("--group", default="all", choices=["lastdim", "layouts", "decode", "all"])
     parser.add_argument("--ops", default="softmax,log_softmax")
+    parser.add_argument("--pass", dest="pass_", default="forward", choices=["forward", "backward"],
+                        help="forward: y from x; backward: dx from dy and y")
     parser.add_argument("--dtypes", help="dtype pairs X:Y,... (default: each group's pairs)")
     parser.add_argument("--shapes", help="case labels, bare shapes (every case of that shape), or new layouts: "
                         "AxB... (last dim), AxB...:dim=N, RxC:transposed; comma separated (default: all)")
@@ -300,20 +307,30 @@ def check_against_float64(y, x, dim, log_mode, generator):
 # One case
 # ---------------------------------------------------------------------------------------------------
 
-def run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator):
-    """Checks then times one case; any failure is recorded in the record's "error" and "check" fields."""
-    nbytes = inputs[0].numel() * (x_dtype.itemsize + y_dtype.itemsize)
-    record = {"op": op, "group": item["group"], "label": item["label"], "x_dtype": NAMES[x_dtype],
-              "y_dtype": NAMES[y_dtype], "shape": list(item["shape"]), "strides": list(inputs[0].stride()),
-              "dim": item["dim"], "bytes": nbytes, "copy_tbps": copy_bps / 1e12, "plan": None, "smx_us": None,
-              "torch_us": None, "torch_compile_us": None, "graph_us": None, "torch_graph_us": None,
-              "torch_note": None, "compile_note": None, "check": "FAIL", "max_err_ratio": None, "error": None}
+def new_record(item, op, x_dtype, y_dtype, nbytes, copy_bps):
+    """A case's record before it runs: failed until its check passes."""
+    return {"op": op, "group": item["group"], "label": item["label"], "x_dtype": NAMES[x_dtype],
+            "y_dtype": NAMES[y_dtype], "shape": list(item["shape"]), "strides": None, "dim": item["dim"],
+            "bytes": nbytes, "copy_tbps": copy_bps / 1e12, "plan": None, "smx_us": None, "torch_us": None,
+            "torch_compile_us": None, "graph_us": None, "torch_graph_us": None, "torch_note": None,
+            "compile_note": None, "check": "FAIL", "max_err_ratio": None, "error": None}
+
+
+def guarded(record, measure):
+    """Runs measure(); any failure is recorded in the record's "error" and "check" fields."""
     try:
-        measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record)
+        measure()
     except Exception as error:  # noqa: BLE001 - one broken case must not end the run
         record["check"] = "FAIL"
         record["error"] = f"{type(error).__name__}: {str(error)[:300]}"
     return record
+
+
+def run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator):
+    """Checks then times one case."""
+    record = new_record(item, op, x_dtype, y_dtype, inputs[0].numel() * (x_dtype.itemsize + y_dtype.itemsize), copy_bps)
+    record["strides"] = list(inputs[0].stride())
+    return guarded(record, lambda: measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record))
 
 
 def measure(smx, timer, item, op, y_dtype, inputs, copy_bps, args, generator, record):
@@ -405,6 +422,121 @@ def graph_time(timer, call, count, args, record):
 
 
 # ---------------------------------------------------------------------------------------------------
+# One backward case
+# ---------------------------------------------------------------------------------------------------
+
+def torch_backward_function(op, x_dtype, y_dtype):
+    """torch's backward of op (grad_output and output in y_dtype, the gradient in x_dtype), and a note when it
+    is not torch's own one call (torch refuses some dtype pairs: the gradient is then cast)."""
+    base = torch._log_softmax_backward_data if op == "log_softmax" else torch._softmax_backward_data
+    probe_dy = torch.zeros(2, 2, device="cuda", dtype=y_dtype)
+    try:
+        base(probe_dy, probe_dy, 1, x_dtype)
+        return (lambda dy, y, dim: base(dy, y, dim, x_dtype)), None
+    except RuntimeError:
+        note = (f"torch has no {NAMES[y_dtype]} -> {NAMES[x_dtype]} backward: timed "
+                f"torch._{op}_backward_data(dy, y, dim, {NAMES[y_dtype]}).to({NAMES[x_dtype]})")
+        return (lambda dy, y, dim: base(dy, y, dim, y_dtype).to(x_dtype)), note
+
+
+def check_backward_against_float64(dx, dy, y, dim, log_mode, generator):
+    """Max ratio of |dx - ref| to the allowed error, the formulas in float64 on the same dy and y (rtol: dx's,
+    or float32's where larger and nothing is f64; error scale as smx-bench's check); inf on NaN."""
+    n = y.shape[dim]
+    rows = [t.movedim(dim, -1).reshape(-1, n) for t in (dx, dy, y)]
+    count = rows[0].shape[0]
+    sampled = y.numel() > FULL_CHECK_MAX_ELEMENTS and count > SAMPLED_RANDOM_ROWS + 2
+    if sampled:
+        picks = torch.randperm(count - 2, device="cuda", generator=generator)[:SAMPLED_RANDOM_ROWS] + 1
+        index = torch.sort(torch.cat([torch.tensor([0, count - 1], device="cuda"), picks])).values
+        rows = [r[index] for r in rows]
+    got, g, out = (r.double() for r in rows)
+    terms = g if log_mode else g * out
+    total = terms.sum(-1, keepdim=True)
+    magnitude = terms.abs().sum(-1, keepdim=True)
+    if log_mode:
+        weight = out.exp()
+        ref, scale = g - weight * total, g.abs() + weight * magnitude
+    else:
+        ref, scale = out * (g - total), out.abs() * (g.abs() + magnitude)
+    f64 = torch.float64 in (dx.dtype, y.dtype)
+    rtol = max(RTOL[dx.dtype], RTOL[torch.float64 if f64 else torch.float32])
+    allowed = rtol * scale + UNDERFLOW_SLACK.get(dx.dtype, torch.finfo(dx.dtype).tiny)
+    ratio = ((got - ref).abs() / allowed).max().item()
+    if math.isnan(ratio) or not torch.isfinite(got).all().item():
+        ratio = math.inf
+    return ratio, int(got.shape[0]), sampled
+
+
+def make_backward_inputs(item, op, x_dtype, y_dtype, count, generator):
+    """`count` (dy, y) pairs laid out as the forward's inputs: y the forward's output of fresh x, dy N(0, 3)."""
+    pairs = []
+    forward = torch.log_softmax if op == "log_softmax" else torch.softmax
+    for x in make_inputs(item, x_dtype, count, generator):
+        y = torch.empty_like(x, dtype=y_dtype)  # x's layout, as smx-bench lays out every operand
+        y.copy_(forward(x.double(), item["dim"]))
+        dy = torch.empty_like(y)
+        dy.copy_(3.0 * torch.randn(dy.shape, device="cuda", dtype=torch.float32, generator=generator))
+        pairs.append((dy, y))
+    return pairs
+
+
+def run_backward_case(smx, timer, item, op, x_dtype, y_dtype, copy_bps, args, generator, count):
+    """Checks then times one backward case (inputs made here: y depends on the op)."""
+    nbytes = math.prod(item["shape"]) * (2 * y_dtype.itemsize + x_dtype.itemsize)
+    record = new_record(item, f"{op}_backward", x_dtype, y_dtype, nbytes, copy_bps)
+    record["compile_note"] = "not timed for the backward"
+    return guarded(record, lambda: measure_backward(smx, timer, item, op, x_dtype, y_dtype, args, generator, count,
+                                                    record))
+
+
+def measure_backward(smx, timer, item, op, x_dtype, y_dtype, args, generator, count, record):
+    dim = item["dim"]
+    log_mode = op == "log_softmax"
+    smx_op = smx.log_softmax_backward if log_mode else smx.softmax_backward
+    inputs = make_backward_inputs(item, op, x_dtype, y_dtype, count, generator)
+    record["strides"] = list(inputs[0][1].stride())
+    outputs = [torch.empty_like(y, dtype=x_dtype) for _, y in inputs]
+
+    outputs[0].fill_(float("nan"))
+    smx_op(inputs[0][0], inputs[0][1], dim, dtype=x_dtype, out=outputs[0])
+    torch.cuda.synchronize()
+    ratio, rows_checked, sampled = check_backward_against_float64(outputs[0], inputs[0][0], inputs[0][1], dim,
+                                                                 log_mode, generator)
+    record.update(max_err_ratio=None if math.isinf(ratio) else ratio, rows_checked=rows_checked,
+                  check_sampled=sampled, check="ok" if ratio <= 1.0 else "FAIL")
+    if ratio > 1.0:
+        return
+
+    calls, warmup = calls_for(record["bytes"] / record["copy_tbps"] / 1e12 * 1e6, args.quick)
+    record.update(calls=calls, buffers=count)
+
+    def smx_call(i):
+        dy, y = inputs[i % count]
+        smx_op(dy, y, dim, dtype=x_dtype, out=outputs[i % count])
+
+    smx_times = summary(timer.time_each(smx_call, calls, warmup))
+    record.update(smx_us=smx_times["median"], smx_min_us=smx_times["min"], smx_p90_us=smx_times["p90"])
+
+    eager, record["torch_note"] = torch_backward_function(op, x_dtype, y_dtype)
+    kept = [None] * count  # torch's results kept alive, so its outputs rotate over as many buffers as smx's
+
+    def eager_kept(i):
+        dy, y = inputs[i % count]
+        kept[i % count] = eager(dy, y, dim)
+
+    record["torch_us"] = summary(timer.time_each(eager_kept, calls, warmup))["median"]
+    kept.clear()
+    if item["group"] == "decode":
+        def smx_graph_call(i):
+            smx_op(inputs[i][0], inputs[i][1], dim, dtype=x_dtype, out=outputs[i])
+
+        record["graph_us"] = graph_time(timer, smx_graph_call, count, args, record)
+        record["torch_graph_us"] = graph_time(timer, lambda i: eager(inputs[i][0], inputs[i][1], dim), count, args,
+                                              record)
+
+
+# ---------------------------------------------------------------------------------------------------
 # Reporting
 # ---------------------------------------------------------------------------------------------------
 
@@ -429,7 +561,7 @@ def fmt(value, spec):
 
 
 def print_row(record):
-    print(f"{record['op']:<11} {record['x_dtype'] + '->' + record['y_dtype']:<10} {record['label']:<24} "
+    print(f"{record['op']:<20} {record['x_dtype'] + '->' + record['y_dtype']:<10} {record['label']:<24} "
           f"{fmt(record['smx_us'], '10.1f')} {fmt(record['torch_us'], '10.1f')} {fmt(record['torch_compile_us'], '10.1f')} "
           f"{fmt(record['smx_pct_of_copy'], '6.1f')}% {fmt(record['torch_pct_of_copy'], '6.1f')}% "
           f"{fmt(record['speedup'], '6.2f')}x  {record['check']} {fmt(record['max_err_ratio'], '.3g')}"
@@ -472,9 +604,9 @@ def plot(records, copy_tbps, path):
             axis.plot(positions, rates, marker, label=label, markersize=4)
         axis.axhline(copy_tbps, color="gray", linestyle="--", label=f"copy {copy_tbps:.2f} TB/s")
         axis.set_xticks(list(positions))
-        axis.set_xticklabels([f"{r['label']} {r['x_dtype']}->{r['y_dtype']} {'log' if r['op'] == 'log_softmax' else ''}"
+        axis.set_xticklabels([f"{r['label']} {r['x_dtype']}->{r['y_dtype']} {'log' if r['op'].startswith('log_softmax') else ''}"
                               for r in members], rotation=90, fontsize=6)
-        axis.set_ylabel("TB/s (x read + y written)")
+        axis.set_ylabel("TB/s (bytes read + written)")
         axis.set_title(f"{group}: smx vs PyTorch")
         axis.legend(fontsize=8)
         axis.grid(axis="y", alpha=0.3)
@@ -504,23 +636,37 @@ def main():
           f"commit {meta['commit']}, seed {seed}")
     print(f"device: {properties.name}, L2 {properties.L2_cache_size / 2**20:.0f} MiB; "
           f"copy bandwidth {copy_bps / 1e12:.3f} TB/s (device-to-device copy of 1 GiB, bytes read + written)")
-    print(f"{'op':<11} {'x->y':<10} {'shape':<24} {'smx us':>10} {'torch us':>10} {'compile us':>10} "
+    print(f"{'op':<20} {'x->y':<10} {'shape':<24} {'smx us':>10} {'torch us':>10} {'compile us':>10} "
           f"{'smx%':>7} {'torch%':>7} {'speedup':>7}  check")
 
     records = []
+
+    def run_and_report(name, x_dtype, y_dtype, item, run):
+        print(f"[{len(records) + 1}] {name} {NAMES[x_dtype]}->{NAMES[y_dtype]} {item['label']}", file=sys.stderr,
+              flush=True)
+        record = run()
+        finish_record(record, copy_bps, meta)
+        print_row(record)
+        records.append(record)
+
     for item, pairs in select_cases(args):
+        if args.pass_ == "backward":
+            for x_dtype, y_dtype in pairs:
+                y_bytes = math.prod(item["shape"]) * y_dtype.itemsize
+                count = max(1, math.ceil(4 * properties.L2_cache_size / (2 * y_bytes)))
+                for op in args.ops:
+                    run_and_report(f"{op}_backward", x_dtype, y_dtype, item, lambda: run_backward_case(
+                        smx, timer, item, op, x_dtype, y_dtype, copy_bps, args, generator, count))
+                    torch.cuda.empty_cache()
+            continue
         for x_dtype in dict.fromkeys(x for x, _ in pairs):  # inputs made once per (layout, x dtype)
             x_bytes = math.prod(item["shape"]) * x_dtype.itemsize
             count = max(1, math.ceil(4 * properties.L2_cache_size / x_bytes))
             inputs = make_inputs(item, x_dtype, count, generator)
             for _, y_dtype in [p for p in pairs if p[0] == x_dtype]:
                 for op in args.ops:
-                    print(f"[{len(records) + 1}] {op} {NAMES[x_dtype]}->{NAMES[y_dtype]} {item['label']}",
-                          file=sys.stderr, flush=True)
-                    record = run_case(smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator)
-                    finish_record(record, copy_bps, meta)
-                    print_row(record)
-                    records.append(record)
+                    run_and_report(op, x_dtype, y_dtype, item, lambda: run_case(
+                        smx, timer, item, op, x_dtype, y_dtype, inputs, copy_bps, args, generator))
             del inputs
             torch.cuda.empty_cache()
 

@@ -1,7 +1,8 @@
-// smx_bench.cpp - smx-bench: runs a grid of softmax problems on the best device present (or the one
-// asked for), checks every result against a float64 reference, then times it and reports time,
-// bandwidth and % of the device's copy bandwidth measured in the same run. Uses only smx's C API
-// (plus the CUDA runtime for device memory and events when built with CUDA).
+// smx_bench.cpp - smx-bench: runs a grid of softmax problems (forward, or with --pass backward the softmax and
+// log-softmax gradients on the same shapes) on the best device present (or the one asked for), checks every
+// result against a float64 reference, then times it and reports time, bandwidth and % of the device's copy
+// bandwidth measured in the same run. Uses only smx's C API (plus the CUDA runtime for device memory and
+// events when built with CUDA).
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <ctime>
 #include <random>
 #include <stdexcept>
@@ -34,6 +36,8 @@ const char* const usage_text = R"(usage: smx-bench [options]
   --device auto|cpu|cuda  where to run (auto: CUDA if smxCreate(CUDA, 0) succeeds, else the CPU)
   --group lastdim|layouts|decode|all   which part of the grid (default all)
   --ops softmax,log_softmax            (default both)
+  --pass forward|backward  forward: y from x; backward: dx from dy and y (the gradients of the same ops; a
+                          pair X:Y is the forward's, so dy and y are Y and dx is X). Default forward
   --dtypes X:Y,...        dtype pairs, e.g. f32:f32,bf16:f32 (default: the group's pairs)
   --shapes S,...          grid labels (8192x50257, 32x1024x1024:dim=1, 8192x4096:transposed), bare shapes
                           (matching every layout of that shape), or new layouts in the same forms: AxB...
@@ -51,6 +55,7 @@ Exit status: 0 all cases passed their check, 1 some case failed, 2 bad usage or 
 struct Options {
     std::string device = "auto";
     GridFilter filter;
+    bool backward = false;
     bool quick = false;
     bool graph = false;
     bool list_only = false;
@@ -82,6 +87,12 @@ Options parse_options(int argc, char** argv) {
             options.filter.dtype_pairs = parse_dtype_pairs(value());
         } else if (arg == "--shapes") {
             options.filter.shape_tokens = split_list(value());
+        } else if (arg == "--pass") {
+            const std::string pass = value();
+            if (pass != "forward" && pass != "backward") {
+                throw std::invalid_argument("unknown pass '" + pass + "' (expected forward or backward)");
+            }
+            options.backward = pass == "backward";
         } else if (arg == "--quick") {
             options.quick = true;
         } else if (arg == "--graph") {
@@ -199,6 +210,40 @@ struct CaseDescriptors {
     CaseDescriptors& operator=(const CaseDescriptors&) = delete;
 };
 
+// The descriptors of one backward case: dy and y in the forward pair's y dtype, dx in its x dtype, all laid
+// out as the layout says.
+struct BackwardDescriptors {
+    smxTensorDescriptor_t dy = nullptr;
+    smxTensorDescriptor_t y = nullptr;
+    smxTensorDescriptor_t dx = nullptr;
+    smxSoftmaxBackwardDescriptor_t backward = nullptr;
+    BackwardDescriptors(smxHandle_t handle, const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode) {
+        const int ndim = static_cast<int>(layout.shape.size());
+        try {
+            check_smx(smxCreateTensorDescriptor(&dy, dtypes.y, ndim, layout.shape.data(), layout.strides.data()),
+                      "dy tensor descriptor");
+            check_smx(smxCreateTensorDescriptor(&y, dtypes.y, ndim, layout.shape.data(), layout.strides.data()),
+                      "y tensor descriptor");
+            check_smx(smxCreateTensorDescriptor(&dx, dtypes.x, ndim, layout.shape.data(), layout.strides.data()),
+                      "dx tensor descriptor");
+            check_smx(smxCreateSoftmaxBackwardDescriptor(handle, &backward, mode, layout.axis, dx, dy, y),
+                      "smxCreateSoftmaxBackwardDescriptor");
+        } catch (...) {  // no destructor runs for a half-made object
+            release();
+            throw;
+        }
+    }
+    ~BackwardDescriptors() { release(); }
+    void release() {
+        smxDestroySoftmaxBackwardDescriptor(backward);
+        smxDestroyTensorDescriptor(dx);
+        smxDestroyTensorDescriptor(y);
+        smxDestroyTensorDescriptor(dy);
+    }
+    BackwardDescriptors(const BackwardDescriptors&) = delete;
+    BackwardDescriptors& operator=(const BackwardDescriptors&) = delete;
+};
+
 // `count` buffers of one tensor, each starting on a 256-byte boundary of one allocation.
 class RotatingBuffers {
 public:
@@ -246,6 +291,10 @@ public:
         for (const LayoutPlan& plan : grid) total_cases_ += static_cast<int>(plan.dtype_pairs.size() * plan.modes.size());
         table_.print_header();
         for (const LayoutPlan& plan : grid) {
+            if (options_.backward) {
+                run_backward_plan(plan);
+                continue;
+            }
             for (std::size_t first = 0; first < plan.dtype_pairs.size();) {
                 std::size_t end = first;  // pairs [first, end) share the x dtype, hence the input buffers
                 while (end < plan.dtype_pairs.size() && plan.dtype_pairs[end].x == plan.dtype_pairs[first].x) ++end;
@@ -307,6 +356,109 @@ private:
         }
     }
 
+    // Backward cases: each gets its own buffers (dy random, y the forward's output for fresh x, dx poisoned).
+    void run_backward_plan(const LayoutPlan& plan) {
+        const Layout& layout = plan.layout;
+        for (const DtypePair& dtypes : plan.dtype_pairs) {
+            for (smxSoftmaxMode_t mode : plan.modes) {
+                const std::size_t value_bytes = layout.span() * dtype_size(dtypes.y);
+                const int buffers = buffers_for(2 * value_bytes);
+                CaseRecord record = new_record(layout, dtypes, mode, buffers);
+                record.op += "_backward";
+                // dy and y read, dx written.
+                record.bytes = layout.numel() * static_cast<std::int64_t>(2 * dtype_size(dtypes.y) + dtype_size(dtypes.x));
+                report_progress(record);
+                try {
+                    run_backward_case(layout, dtypes, mode, buffers, record);
+                } catch (const std::exception& error) {  // BenchError, or memory running out
+                    record.error = error.what();
+                    record.check_passed = false;
+                }
+                clear_progress();
+                table_.print_row(record, run_);
+                records_.push_back(std::move(record));
+            }
+        }
+    }
+
+    // Fills every slot of `y` with the forward's output (smx's, on this device) for fresh random x: the y a
+    // backward is given in practice (random y would make gradients that overflow 16-bit dx).
+    void fill_forward_outputs(const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode, const RotatingBuffers& y) {
+        RotatingBuffers x(device_, layout.span() * dtype_size(dtypes.x), 1);
+        CaseDescriptors forward(target_.handle, layout, dtypes, mode);
+        size_t workspace_bytes = 0;
+        check_smx(smxGetSoftmaxWorkspaceSize(forward.softmax, &workspace_bytes), "smxGetSoftmaxWorkspaceSize");
+        const DeviceBuffer workspace(device_, workspace_bytes);
+        for (int slot = 0; slot < y.count(); ++slot) {
+            fill_inputs(device_, x, layout, dtypes.x, rng_());
+            check_smx(smxSoftmaxForward(forward.softmax, workspace.data(), workspace_bytes, y.slot(slot), x.slot(0),
+                                        device_.stream()),
+                      "smxSoftmaxForward (making y)");
+            device_.synchronize();
+        }
+    }
+
+    void run_backward_case(const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode, int buffers, CaseRecord& record) {
+        const std::size_t value_bytes = layout.span() * dtype_size(dtypes.y);
+        const RotatingBuffers dy(device_, value_bytes, buffers);
+        const RotatingBuffers y(device_, value_bytes, buffers);
+        const RotatingBuffers dx(device_, layout.span() * dtype_size(dtypes.x), buffers);
+        fill_inputs(device_, dy, layout, dtypes.y, rng_());
+        fill_forward_outputs(layout, dtypes, mode, y);
+
+        BackwardDescriptors descriptors(target_.handle, layout, dtypes, mode);
+        const char* plan_text = nullptr;
+        check_smx(smxGetSoftmaxBackwardPlan(descriptors.backward, &plan_text), "smxGetSoftmaxBackwardPlan");
+        record.plan = plan_text;
+        size_t workspace_bytes = 0;
+        check_smx(smxGetSoftmaxBackwardWorkspaceSize(descriptors.backward, &workspace_bytes),
+                  "smxGetSoftmaxBackwardWorkspaceSize");
+        const DeviceBuffer workspace(device_, workspace_bytes);
+        device_.poison(dx.slot(0), dx.slot_bytes() * dx.count());
+
+        const auto backward = [&](int call) {
+            check_smx(smxSoftmaxBackward(descriptors.backward, workspace.data(), workspace_bytes, dx.slot(call),
+                                         dy.slot(call), y.slot(call), device_.stream()),
+                      "smxSoftmaxBackward");
+        };
+        backward(0);
+        device_.synchronize();
+        const CheckResult check = check_backward_against_reference(device_, layout, dtypes, mode, dy.slot(0), y.slot(0),
+                                                                   dx.slot(0), rng_);
+        if (!record_check(check, record)) return;
+        time_calls(backward, dy.count(), record);
+    }
+
+    // Copies a check's result into the record; false when it failed (the case is then not timed).
+    static bool record_check(const CheckResult& check, CaseRecord& record) {
+        record.check_passed = check.passed;
+        record.rows_checked = check.rows_checked;
+        record.check_sampled = check.sampled;
+        if (std::isfinite(check.max_error_ratio)) record.max_err_ratio = check.max_error_ratio;
+        if (!check.passed) record.error = "check: " + check.detail;
+        return check.passed;
+    }
+
+    // Times `call` (slot 0's output was just checked, so the timed calls rotate from slot 1) and, with --graph,
+    // replays of a graph of one call per buffer.
+    void time_calls(const std::function<void(int)>& call, int buffers, CaseRecord& record) {
+        const double expected_us = static_cast<double>(record.bytes) / run_.copy_bytes_per_s * 1e6;
+        const Repetitions repetitions = repetitions_for(device_, options_.quick, expected_us);
+        const auto rotated = [&](int index) { call(1 + index); };
+        for (int index = 0; index < repetitions.warmup; ++index) rotated(index);
+        device_.synchronize();
+        const TimingSummary summary = summarize(device_.time_each(
+            [&](int index) { rotated(repetitions.warmup + index); }, repetitions.calls));
+        record.calls = repetitions.calls;
+        record.smx_us = summary.median_us;
+        record.smx_min_us = summary.min_us;
+        record.smx_p90_us = summary.p90_us;
+        if (options_.graph) {
+            constexpr int max_captured = 4096;  // enough calls to rotate through 4x the L2 on decode shapes
+            record.graph_us = device_.time_graph(call, std::min(buffers, max_captured), repetitions.graph_replays);
+        }
+    }
+
     CaseRecord new_record(const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode, int buffers) const {
         CaseRecord record;
         record.op = mode_name(mode);
@@ -356,32 +508,8 @@ private:
         device_.synchronize();
         const CheckResult check = check_against_reference(device_, cpu_reference_handle_, layout, dtypes, mode,
                                                           inputs.slot(0), outputs.slot(0), rng_);
-        record.check_passed = check.passed;
-        record.rows_checked = check.rows_checked;
-        record.check_sampled = check.sampled;
-        if (std::isfinite(check.max_error_ratio)) record.max_err_ratio = check.max_error_ratio;
-        if (!check.passed) {
-            record.error = "check: " + check.detail;
-            return;
-        }
-
-        const double expected_us = static_cast<double>(record.bytes) / run_.copy_bytes_per_s * 1e6;
-        const Repetitions repetitions = repetitions_for(device_, options_.quick, expected_us);
-        // Calls rotate through the buffers starting after slot 0, whose output was just checked.
-        const auto rotated = [&](int call) { forward(1 + call); };
-        for (int call = 0; call < repetitions.warmup; ++call) rotated(call);
-        device_.synchronize();
-        const TimingSummary summary = summarize(device_.time_each(
-            [&](int call) { rotated(repetitions.warmup + call); }, repetitions.calls));
-        record.calls = repetitions.calls;
-        record.smx_us = summary.median_us;
-        record.smx_min_us = summary.min_us;
-        record.smx_p90_us = summary.p90_us;
-        if (options_.graph) {
-            constexpr int max_captured = 4096;  // enough forwards to rotate through 4x the L2 on decode shapes
-            record.graph_us =
-                device_.time_graph(forward, std::min(inputs.count(), max_captured), repetitions.graph_replays);
-        }
+        if (!record_check(check, record)) return;
+        time_calls(forward, inputs.count(), record);
     }
 
     Target& target_;
@@ -397,7 +525,13 @@ private:
 };
 
 // The plan smx makes for one case (descriptors only: nothing is allocated or launched).
-std::string plan_of(smxHandle_t handle, const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode) {
+std::string plan_of(smxHandle_t handle, const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode, bool backward) {
+    if (backward) {
+        BackwardDescriptors descriptors(handle, layout, dtypes, mode);
+        const char* plan_text = nullptr;
+        check_smx(smxGetSoftmaxBackwardPlan(descriptors.backward, &plan_text), "smxGetSoftmaxBackwardPlan");
+        return plan_text;
+    }
     CaseDescriptors descriptors(handle, layout, dtypes, mode);
     const char* plan_text = nullptr;
     check_smx(smxGetSoftmaxPlan(descriptors.softmax, &plan_text), "smxGetSoftmaxPlan");
@@ -421,8 +555,9 @@ int run_main(int argc, char** argv) {
         for (const LayoutPlan& plan : grid) {
             for (const DtypePair& pair : plan.dtype_pairs) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
-                    std::printf("%-8s %-11s %-10s %s\n", group_name(plan.layout.group), mode_name(mode),
-                                dtype_pair_text(pair.x, pair.y).c_str(), plan.layout.label.c_str());
+                    std::printf("%-8s %-11s%s %-10s %s\n", group_name(plan.layout.group), mode_name(mode),
+                                options.backward ? "_backward" : "", dtype_pair_text(pair.x, pair.y).c_str(),
+                                plan.layout.label.c_str());
                 }
             }
         }
@@ -436,8 +571,9 @@ int run_main(int argc, char** argv) {
         for (const LayoutPlan& plan : grid) {
             for (const DtypePair& pair : plan.dtype_pairs) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
-                    std::printf("%s\t%s\t%s\t%s\t%s\n", mode_name(mode), dtype_name(pair.x), dtype_name(pair.y),
-                                plan.layout.label.c_str(), plan_of(target.handle, plan.layout, pair, mode).c_str());
+                    std::printf("%s%s\t%s\t%s\t%s\t%s\n", mode_name(mode), options.backward ? "_backward" : "",
+                                dtype_name(pair.x), dtype_name(pair.y), plan.layout.label.c_str(),
+                                plan_of(target.handle, plan.layout, pair, mode, options.backward).c_str());
                 }
             }
         }
@@ -467,7 +603,9 @@ int run_main(int argc, char** argv) {
         std::printf("launch floor: %.1f us (a 4-byte memset timed like a case: no one-launch case can be faster)\n",
                     *run.launch_floor_us);
     }
-    std::printf("time: median per call; bytes = numel * (sizeof x + sizeof y)\n\n");
+    std::printf(options.backward ? "time: median per call; bytes = numel * (2 sizeof y + sizeof x): dy and y read, dx "
+                                   "written (x->y is the forward's pair)\n\n"
+                                 : "time: median per call; bytes = numel * (sizeof x + sizeof y)\n\n");
 
     int failed = 0;
     {

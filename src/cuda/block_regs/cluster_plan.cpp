@@ -22,20 +22,11 @@ struct RegsSearch {
     int max_cluster = 0;
 };
 
-// Whether `a` serves the row better than `b`: several CTAs per SM first (one CTA's loads overlap another's
-// math and stores), then the fewest idle register slots (to 1%), then more values per thread. Equal: the one
-// found first (the smaller cluster). The packed instance ranks first only for 16-bit outputs (packed_first).
+// better_register_configuration with more values per thread ranking higher, but the packed instance first
+// only for 16-bit outputs (packed_first) and last otherwise.
 bool better_regs_choice(const RegsChoice& a, const RegsChoice& b, bool packed_first, int min_ctas_per_sm) {
-    if (!b.fits) return a.fits;
-    if (!a.fits) return false;
-    const bool a_overlaps = a.ctas_per_sm >= min_ctas_per_sm;
-    const bool b_overlaps = b.ctas_per_sm >= min_ctas_per_sm;
-    if (a_overlaps != b_overlaps) return a_overlaps;
-    const int a_percent = static_cast<int>(a.utilization * 100.0);
-    const int b_percent = static_cast<int>(b.utilization * 100.0);
-    if (a_percent != b_percent) return a_percent > b_percent;
     const auto rank = [packed_first](int values) { return values == kPackedValues ? (packed_first ? 128 : 0) : values; };
-    return rank(a.values) > rank(b.values);
+    return better_register_configuration(a, b, min_ctas_per_sm, rank);
 }
 
 // The smallest CTA for an instance of `values` per thread: widened instances (8-32) may run two warps, the

@@ -23,6 +23,23 @@ struct RegsChoice {
     double utilization = 0.0;     // row_len / (cluster x threads x values): registers holding real elements
 };
 
+// Whether register configuration `a` serves a row better than `b` (Choice: fits, ctas_per_sm, utilization,
+// values): several CTAs per SM first (one CTA's loads overlap another's math and stores), then the fewest
+// idle register slots (to 1%), then the higher rank(values); equal: `b`, the one found first (the smaller
+// cluster). The block-regs search's order, shared with the backward's (performance.md#block-regs).
+template <class Choice, class Rank>
+bool better_register_configuration(const Choice& a, const Choice& b, int min_ctas_per_sm, const Rank& rank) {
+    if (!b.fits) return a.fits;
+    if (!a.fits) return false;
+    const bool a_overlaps = a.ctas_per_sm >= min_ctas_per_sm;
+    const bool b_overlaps = b.ctas_per_sm >= min_ctas_per_sm;
+    if (a_overlaps != b_overlaps) return a_overlaps;
+    const int a_percent = static_cast<int>(a.utilization * 100.0);
+    const int b_percent = static_cast<int>(b.utilization * 100.0);
+    if (a_percent != b_percent) return a_percent > b_percent;
+    return rank(a.values) > rank(b.values);
+}
+
 // The configuration for a row: the default search, then the searches for f32 x and for packed 16-bit x
 // (performance.md#block-regs).
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& context, RegsChoice* choice);

@@ -73,4 +73,54 @@ struct ForwardOutput {
     }
 };
 
+// ---- backward: the gradient formulas ---------------------------------------------------------------
+// A backward body reduces one statistic per row, the sum of term(dy, y) over it, then writes
+// element(dy, y, sum). Written exactly as the formulas, so IEEE special values come out as they do from them:
+// a NaN or an infinity in a term reaches the sum, and 0 * inf stays NaN.
+
+// exp(v) for a log-softmax gradient's weights: 2^(v log2(e)) from the SFU for float (one FMUL and one
+// MUFU.EX2, ~3 ulp for |v| < 1, the product's rounding adding ~|v| 2^-24 of relative error beyond), which
+// keeps exp's special values: -inf -> 0, +inf -> +inf, NaN -> NaN, overflow -> +inf (exp_of's exact split
+// can make NaN of arguments past 88: its callers take exps of v - max <= 0 only).
+__device__ __forceinline__ float gradient_exp(float v) { return exp2_approx(v * kLog2e); }
+__device__ __forceinline__ double gradient_exp(double v) { return exp(v); }
+
+// softmax: dx = y * (dy - sum(dy * y)).
+struct SoftmaxGradient {
+    template <class C>
+    __device__ __forceinline__ static C term(C dy, C y) {
+        return dy * y;
+    }
+    template <class C>
+    __device__ __forceinline__ static C element(C dy, C y, C sum) {
+        return y * (dy - sum);
+    }
+};
+
+// log-softmax: dx = dy - exp(y) * sum(dy).
+struct LogSoftmaxGradient {
+    template <class C>
+    __device__ __forceinline__ static C term(C dy, C /*y*/) {
+        return dy;
+    }
+    template <class C>
+    __device__ __forceinline__ static C element(C dy, C y, C sum) {
+        return dy - gradient_exp(y) * sum;
+    }
+};
+
+// Both, the mode chosen at run time (a select per element): for the general family, one instance per dtype
+// combination.
+struct GradientOutput {
+    bool log;
+    template <class C>
+    __device__ __forceinline__ C term(C dy, C y) const {
+        return log ? LogSoftmaxGradient::term(dy, y) : SoftmaxGradient::term(dy, y);
+    }
+    template <class C>
+    __device__ __forceinline__ C element(C dy, C y, C sum) const {
+        return log ? LogSoftmaxGradient::element(dy, y, sum) : SoftmaxGradient::element(dy, y, sum);
+    }
+};
+
 }  // namespace smx::cuda

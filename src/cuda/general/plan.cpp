@@ -4,38 +4,31 @@
 #include "cuda/general/params.hpp"
 
 namespace smx::cuda {
-namespace {
 
-// The rows' index space with each operand's strides, for any layout.
-void describe_index_space(const SoftmaxInfo& info, GeneralParams* params) {
-    switch (info.layout) {
+int describe_index_space(const RowGeometry& geometry, std::initializer_list<IndexStrides> operands,
+                         std::int64_t* index_shape) {
+    switch (geometry.layout) {
         case RowLayout::Rows:
-            params->index_ndim = 1;
-            params->index_shape[0] = info.rows;
-            params->x_index_strides[0] = info.x.row_stride;
-            params->y_index_strides[0] = info.y.row_stride;
-            return;
+            index_shape[0] = geometry.rows;
+            for (const IndexStrides& operand : operands) operand.strides[0] = operand.layout->row_stride;
+            return 1;
         case RowLayout::Spatial:
-            params->index_ndim = 2;
-            params->index_shape[0] = info.outer;
-            params->index_shape[1] = info.inner;
-            params->x_index_strides[0] = info.x.outer_stride;
-            params->y_index_strides[0] = info.y.outer_stride;
-            params->x_index_strides[1] = 1;
-            params->y_index_strides[1] = 1;
-            return;
-        case RowLayout::General:
-            params->index_ndim = info.index_ndim;
-            for (int d = 0; d < info.index_ndim; ++d) {
-                params->index_shape[d] = info.index_shape[d];
-                params->x_index_strides[d] = info.x.index_strides[d];
-                params->y_index_strides[d] = info.y.index_strides[d];
+            index_shape[0] = geometry.outer;
+            index_shape[1] = geometry.inner;
+            for (const IndexStrides& operand : operands) {
+                operand.strides[0] = operand.layout->outer_stride;
+                operand.strides[1] = 1;
             }
-            return;
+            return 2;
+        case RowLayout::General:
+            for (int d = 0; d < geometry.index_ndim; ++d) {
+                index_shape[d] = geometry.index_shape[d];
+                for (const IndexStrides& operand : operands) operand.strides[d] = operand.layout->index_strides[d];
+            }
+            return geometry.index_ndim;
     }
+    return 0;
 }
-
-}  // namespace
 
 smxStatus_t plan_general(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
     const void* kernel = general_softmax_kernel(info.x_dtype, info.y_dtype);
@@ -50,7 +43,8 @@ smxStatus_t plan_general(const SoftmaxInfo& info, const PlanContext& context, Fa
     params.row_len = info.row_len;
     params.x_axis_stride = info.x.axis_stride;
     params.y_axis_stride = info.y.axis_stride;
-    describe_index_space(info, &params);
+    params.index_ndim = describe_index_space(info, {{&info.x, params.x_index_strides}, {&info.y, params.y_index_strides}},
+                                             params.index_shape);
     params.threads_per_row = threads_per_row;
     params.log_mode = info.is_log() ? 1 : 0;
     *plan = make_family_plan(info, params, {Launch{kernel, dim3(grid), dim3(kGeneralThreads), 0, 0}}, 0,

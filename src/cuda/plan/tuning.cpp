@@ -53,6 +53,30 @@ constexpr TuningTable kSm90{
     GeneralTuning{
         2048,  // block_row_len: a warp per shorter row, a block per longer one (#general)
     },
+    // Backward: the forward's values where the traffic pattern is the same, adjusted where dy and y together
+    // are twice the forward's bytes per element; none measured for the backward yet (#backward).
+    BackwardTuning{
+        128,        // warp_threads: the forward warp kernel's larger CTA (#warp)
+        2,          // regs_min_ctas_per_sm: one CTA's loads overlap another's math and stores (#block-regs)
+        0.9,        // regs_good_utilization: as the forward's search (#block-regs)
+        64,         // regs_min_threads: as the forward's widened instances (#block-regs)
+        1024,       // regs_min_cluster_slice: as the forward (#block-regs)
+        24576,      // grid_min_len: the forward grid-regs' crossover with a cluster per row (#grid-regs)
+        16 * 1024,  // grid_slice_bytes: the forward's 16 KiB of x per CTA, here of dy (+ as much of y) (#grid-regs)
+        64,         // grid_max_chunks_per_row (#grid-regs)
+        16384,      // grid_max_slice_len (#grid-regs)
+        512,        // grid_max_threads (#grid-regs)
+        256,        // split_chunk_target: a lone row over ~256 CTAs, as split-row (#split-row)
+        8192,       // split_min_chunk (#split-row)
+        65536,      // split_max_chunk (#split-row)
+        1024,       // split_max_chunks (#split-row)
+        16384,      // split_wide_chunk: split-row's 512-thread CTAs from this chunk length (#split-row)
+        96 * 1024,  // spatial_tile_budget: two CTAs per SM with their static shared memory (#backward)
+        4,          // spatial_min_unclustered_vectors: as spatial-tile (#spatial-tile)
+        2,          // spatial_spread_ctas_per_sm: as spatial-tile (#spatial-tile)
+        64,         // spatial_min_slice: as spatial-tile (#spatial-tile)
+        2048,       // general_block_row_len: as the forward general family (#general)
+    },
 };
 
 }  // namespace

@@ -64,6 +64,31 @@ struct GeneralTuning {
     std::int64_t block_row_len;  // rows this long get a whole block, shorter ones a warp
 };
 
+// The backward families (src/cuda/backward). Not yet measured on their own: performance.md#backward says
+// where each value comes from and what the H200 runs are to settle.
+struct BackwardTuning {
+    int warp_threads;                      // backward-warp's CTA size
+    int regs_min_ctas_per_sm;              // backward-regs search: "several CTAs per SM"
+    double regs_good_utilization;          //   and the share of register slots holding elements that is good
+    int regs_min_threads;                  // smallest backward-regs CTA
+    std::int64_t regs_min_cluster_slice;   // slices shorter than this are not worth a cluster CTA
+    std::int64_t grid_min_len;             // rows this long or longer may spread over the device (backward-grid)
+    std::int64_t grid_slice_bytes;         // bytes of dy per backward-grid CTA
+    std::int64_t grid_max_chunks_per_row;  // slices double while a row would need more CTAs than this
+    std::int64_t grid_max_slice_len;       //   up to this many elements
+    int grid_max_threads;                  // backward-grid's CTA size cap
+    std::int64_t split_chunk_target;       // backward-split: about row_len / chunk_target elements per chunk
+    std::int64_t split_min_chunk;          //   chunk length bounds
+    std::int64_t split_max_chunk;
+    std::int64_t split_max_chunks;         //   chunks per row (every write CTA folds all of them)
+    std::int64_t split_wide_chunk;         //   chunks this long or longer take 512 threads, shorter ones 256
+    std::size_t spatial_tile_budget;       // bytes of cached dy and y per backward-spatial CTA
+    int spatial_min_unclustered_vectors;   // whole columns in one CTA down to this many vectors a tile row
+    std::int64_t spatial_spread_ctas_per_sm;  // few tiles spread over clusters until about this many CTAs per SM
+    std::int64_t spatial_min_slice;           //   never into slices shorter than this
+    std::int64_t general_block_row_len;    // backward-general: a block per row this long or longer, else a warp
+};
+
 struct TuningTable {
     const char* name;  // "sm_90", for plan logs
     WarpTuning warp;
@@ -72,6 +97,7 @@ struct TuningTable {
     SplitRowTuning split_row;
     SpatialTuning spatial;
     GeneralTuning general;
+    BackwardTuning backward;
 };
 
 // The table for the device: sm_90's where it was measured; other architectures take sm_90's numbers until

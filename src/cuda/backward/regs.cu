@@ -1,0 +1,167 @@
+// regs.cu - backward-regs and backward-grid: rows longer than backward-warp's, Rows layout. C CTAs per row,
+// each owning a slice of slice_len elements (whole packs, so every slice keeps the row's phase) that its
+// threads hold in REGISTERS: kValues elements of dy and of y per thread, in their own dtype (16-bit values
+// two to a register, widened at each use). Per row: every load issued first, the thread's sum of terms,
+// the CTA's (block_sum), the row's from its CTAs' sums, then dx written from the held values. Traffic: dy
+// and y read once, dx written once. The CTAs of a row meet
+//   - as a thread-block cluster (C = 1..16) through distributed shared memory: each CTA's sum in its own
+//     shared memory, read by every peer in rank order between two cluster barriers (backward-regs), or
+//   - through the workspace behind a grid-wide barrier (backward-grid, args.chunks = C > 0): a cooperative
+//     launch whose CTAs are all resident at once, so a few long rows spread over every SM.
+// Design and expectations: performance.md#backward.
+#include <cooperative_groups.h>
+
+#include "cuda/backward/common.cuh"
+#include "cuda/common/cluster.cuh"
+
+namespace smx::cuda {
+namespace {
+
+// The body for one gradient formula (common/epilogue.cuh).
+template <class T, class D, int kValues, class Gradient>
+__device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& args) {
+    using C = ComputeType<T>;
+    constexpr int kPack = kPackOfPair<T, D>;
+    constexpr int kPackBytes = kPack * static_cast<int>(sizeof(T));
+    static_assert(kValues % kPack == 0, "a thread holds whole packs");
+    constexpr int kPacks = kValues / kPack;
+    __shared__ C warp_sums[32];
+    __shared__ C cta_sum;  // this CTA's sum of the row's terms, read by its cluster peers
+    __shared__ C row_sum;
+
+    const bool grid_split = args.chunks > 0;
+    const unsigned ranks = grid_split ? static_cast<unsigned>(args.chunks) : cluster_size();
+    const unsigned rank = grid_split ? blockIdx.x % ranks : cluster_rank();
+    // A cluster per row: grid.x = C x rows_per_grid_row, grid.y covers the rest. Grid form: grid.x = C x rows,
+    // a row's C CTAs consecutive (none may leave before the grid barrier).
+    const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * (gridDim.x / ranks) + blockIdx.x / ranks;
+    if (row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
+    const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
+    const std::int64_t remaining = args.row_len - slice_begin;
+    const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
+    const T* dy_slice = static_cast<const T*>(args.dy) + row * args.dy_row_stride + slice_begin;
+    const T* y_slice = static_cast<const T*>(args.y) + row * args.y_row_stride + slice_begin;
+    D* dx_slice = static_cast<D*>(args.dx) + row * args.dx_row_stride + slice_begin;
+    const int tid = threadIdx.x;
+    const int threads = blockDim.x;
+    // With same_phase every operand's slice has one head before its first whole pack: peel it and the tail
+    // after the last whole pack (thread t < head + tail holds one of them as its "edge" element). Without it,
+    // every pack is read and written element by element.
+    const bool vector = args.same_phase != 0;
+    const int head = vector ? head_before_packs<kPackBytes>(dy_slice, count) : 0;
+    const int body_packs = (count - head) / kPack;
+    const int tail_begin = head + body_packs * kPack;
+    const bool has_edge = tid < count - body_packs * kPack;
+    const int edge_index = tid < head ? tid : tail_begin + (tid - head);
+
+    // Every load is issued before any value is used.
+    Packed<T, kPack> dy_held[kPacks];
+    Packed<T, kPack> y_held[kPacks];
+    bool loaded[kPacks];
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+        const int pack = p * threads + tid;
+        loaded[p] = pack < body_packs;
+        if (loaded[p]) {
+            dy_held[p] = load_operand_pack<T, kPack>(dy_slice + head + pack * kPack, kPack, vector);
+            y_held[p] = load_operand_pack<T, kPack>(y_slice + head + pack * kPack, kPack, vector);
+        }
+    }
+    const C edge_dy = has_edge ? to_compute(dy_slice[edge_index]) : C(0);
+    const C edge_y = has_edge ? to_compute(y_slice[edge_index]) : C(0);
+
+    C partial = Gradient::term(edge_dy, edge_y);  // 0 without an edge element
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+        if (!loaded[p]) continue;
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            partial += Gradient::term(widen_element_on_use(dy_held[p], k), widen_element_on_use(y_held[p], k));
+        }
+    }
+    const C block_total = block_sum(partial, warp_sums);
+
+    // The row's sum: every CTA of the row folds the same values in the same order, so all agree bitwise.
+    C sum = block_total;
+    if (grid_split) {
+        C* partials = static_cast<C*>(args.workspace) + row * ranks;
+        if (tid == 0) partials[rank] = block_total;
+        cooperative_groups::this_grid().sync();  // a fence included: every CTA's partial is visible after it
+        if (tid < 32) {
+            // From L2 (ld.global.cg): other SMs wrote them during this launch, and L1 is not coherent with them.
+            C folded = C(0);
+            for (unsigned c = tid; c < ranks; c += 32) folded += __ldcg(partials + c);
+            folded = group_sum<32>(folded);
+            if (tid == 0) row_sum = folded;
+        }
+        __syncthreads();
+        sum = row_sum;
+    } else if (ranks > 1) {
+        if (tid == 0) cta_sum = block_total;
+        cluster_sync();  // every CTA's sum is in its shared memory
+        if (tid < 32) {
+            C folded = tid < static_cast<int>(ranks) ? read_peer(&cta_sum, static_cast<unsigned>(tid)) : C(0);
+            folded = group_sum<32>(folded);
+            if (tid == 0) row_sum = folded;
+        }
+        __syncthreads();
+        sum = row_sum;
+        cluster_arrive();  // done reading the peers (before any store, so the release costs nothing to wait for)
+    }
+
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+        if (!loaded[p]) continue;
+        const int pack = p * threads + tid;
+        C out[kPack];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            out[k] = Gradient::element(widen_element_on_use(dy_held[p], k), widen_element_on_use(y_held[p], k), sum);
+        }
+        store_gradient_pack<D, kPack>(dx_slice + head + pack * kPack, out, kPack, vector);
+    }
+    if (has_edge) dx_slice[edge_index] = StoreAs<D>::from(Gradient::element(edge_dy, edge_y, sum));
+    // Peers may still be reading cta_sum: this CTA's shared memory stays until every one has arrived.
+    if (!grid_split && ranks > 1) cluster_wait();
+}
+
+// Threads a CTA may have: 1024 while a thread's held values take fewer than 32 registers and are not doubles
+// (a thread then fits the 64 registers of a full CTA), else kBackwardRegsWideThreads (f32 at 16 and 32 values,
+// 16-bit at 32, f64).
+template <class T, int kValues>
+constexpr int kBackwardRegsThreadsOf = sizeof(T) < 8 && kValues * 2 * static_cast<int>(sizeof(T)) / 4 < 32
+                                           ? kBackwardRegsMaxThreads
+                                           : kBackwardRegsWideThreads;
+
+template <class T, class D, int kValues>
+__global__ void __launch_bounds__(kBackwardRegsThreadsOf<T, kValues>)
+    backward_regs(const ParamBlock<BackwardRowsParams> args) {
+    if (args.log_mode != 0) {
+        backward_regs_rows<T, D, kValues, LogSoftmaxGradient>(args);
+    } else {
+        backward_regs_rows<T, D, kValues, SoftmaxGradient>(args);
+    }
+}
+
+template <class T, class D>
+const void* backward_regs_instance(int values) {
+    switch (values) {
+        case 8: return reinterpret_cast<const void*>(&backward_regs<T, D, 8>);
+        case 16: return reinterpret_cast<const void*>(&backward_regs<T, D, 16>);
+        case 32:
+            // 32 doubles of each operand would take 128 registers before anything else.
+            if constexpr (sizeof(T) < 8) return reinterpret_cast<const void*>(&backward_regs<T, D, 32>);
+            return nullptr;
+        default: return nullptr;
+    }
+}
+
+}  // namespace
+
+const void* backward_regs_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, int values) {
+    return visit_dtype_pair(value_dtype, gradient_dtype, [values](auto t_tag, auto d_tag) -> const void* {
+        return backward_regs_instance<typename decltype(t_tag)::type, typename decltype(d_tag)::type>(values);
+    });
+}
+
+}  // namespace smx::cuda

@@ -1,0 +1,160 @@
+// spatial.cu - backward-spatial, the Spatial layout (the axis strided, `inner` contiguous in every operand;
+// element (o, j, i) at o * outer_stride + j * axis_stride + i). A CTA owns a tile of W = V x P contiguous
+// inner columns (V vectors of P elements, P = the pair's pack) of one outer index over a slice of the axis;
+// a cluster of C CTAs (sm_90) splits a column that one CTA cannot hold. Thread t takes vector t % V at axis
+// positions t / V + k * (T / V), so a warp reads 32 / V tile rows of V contiguous vectors, coalesced.
+//   Pass 1: dy and y read once, per-column sums of terms (each thread's, folded across the warp's lanes of
+//           one vector, then across warps in order), and, where `cached`, the slice kept in shared memory in
+//           the operands' dtype;
+//   the cluster: every CTA's column sums read by every peer in rank order through distributed shared memory;
+//   Pass 2: dx written from the cache, or (not cached: columns too long for a cluster's shared memory) from
+//           a second read of the CTA's slice.
+// Traffic: dy and y read once (cached) or twice, dx written once. Vector accesses where every operand's
+// base and strides keep each vector aligned (vectors_aligned, set at bind) and the vector is whole; element
+// by element otherwise. Design and expectations: performance.md#backward.
+#include "cuda/backward/common.cuh"
+#include "cuda/common/cluster.cuh"
+#include "cuda/spatial/common.cuh"
+
+namespace smx::cuda {
+namespace {
+
+template <class T, class D, class Gradient>
+__device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialParams& args) {
+    using C = ComputeType<T>;
+    constexpr int kPack = kPackOfPair<T, D>;
+    constexpr int kWarps = kBackwardSpatialThreads / 32;
+    constexpr int kMaxWidth = kBackwardSpatialMaxVectors * kPack;
+    using Pack = Packed<T, kPack>;
+    extern __shared__ __align__(16) unsigned char dynamic_shared[];
+    __shared__ C warp_sums[kWarps][kMaxWidth];
+    __shared__ C cta_sums[kMaxWidth];  // this CTA's column sums, read by its cluster peers
+    __shared__ C column_sums[kMaxWidth];
+
+    const int width = args.tile_width;
+    const int vectors = width / kPack;  // a power of two, at most kBackwardSpatialMaxVectors
+    const int tid = threadIdx.x;
+    const int lane = tid % 32;
+    const int vector = tid & (vectors - 1);
+    const int axis_group = tid / vectors;
+    const int axis_groups = kBackwardSpatialThreads / vectors;
+    const unsigned rank = cluster_rank();
+    const unsigned ranks = cluster_size();
+    const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
+    const std::int64_t remaining = args.row_len - slice_begin;
+    const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
+    // The cache: the slice's dy, then its y, each [axis position][tile column]; a thread reads back only the
+    // vectors it wrote, so no barrier separates the passes.
+    Pack* dy_cache = reinterpret_cast<Pack*>(dynamic_shared) + vector;
+    Pack* y_cache = dy_cache + static_cast<std::int64_t>(args.slice_len) * vectors;
+
+    for (std::int64_t tile = blockIdx.x / ranks; tile < args.tiles; tile += gridDim.x / ranks) {
+        std::int64_t outer, tile_in_outer;
+        split_tile(tile, args.tiles_per_outer, args.tiles, &outer, &tile_in_outer);
+        const std::int64_t column = tile_in_outer * width + vector * kPack;
+        const std::int64_t columns_left = args.inner - column;
+        const int valid = static_cast<int>(columns_left <= 0 ? 0 : (columns_left < kPack ? columns_left : kPack));
+        const bool whole = args.vectors_aligned != 0 && valid == kPack;
+        const std::int64_t in_tile = valid > 0 ? column : 0;  // a vector past inner touches nothing
+        const T* dy_column = static_cast<const T*>(args.dy) + outer * args.dy_outer_stride + in_tile +
+                             slice_begin * args.dy_axis_stride;
+        const T* y_column = static_cast<const T*>(args.y) + outer * args.y_outer_stride + in_tile +
+                            slice_begin * args.y_axis_stride;
+        D* dx_column = static_cast<D*>(args.dx) + outer * args.dx_outer_stride + in_tile + slice_begin * args.dx_axis_stride;
+        const auto load = [&](const T* column_start, std::int64_t axis_stride, int j) {
+            return load_operand_pack<T, kPack>(column_start + j * axis_stride, valid, whole);
+        };
+
+        // Pass 1: this thread's column sums over its positions, in segments of kSegmentSteps steps.
+        C sums[kPack];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) sums[k] = C(0);
+        for (int segment_first = axis_group; segment_first < count; segment_first += axis_groups * kSegmentSteps) {
+            const int segment_end = min(count, segment_first + axis_groups * kSegmentSteps);
+            C segment[kPack];
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) segment[k] = C(0);
+#pragma unroll 4
+            for (int j = segment_first; j < segment_end; j += axis_groups) {
+                const Pack dy_pack = load(dy_column, args.dy_axis_stride, j);
+                const Pack y_pack = load(y_column, args.y_axis_stride, j);
+                if (args.cached != 0) {
+                    dy_cache[j * vectors] = dy_pack;
+                    y_cache[j * vectors] = y_pack;
+                }
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    segment[k] += Gradient::term(widen_element_on_use(dy_pack, k), widen_element_on_use(y_pack, k));
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) sums[k] += segment[k];
+        }
+        // Lanes of one vector within a warp differ by multiples of `vectors`: fold them, then the warps in order.
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+            for (int offset = 16; offset >= vectors; offset /= 2) sums[k] += __shfl_xor_sync(0xffffffffu, sums[k], offset);
+        }
+        if (lane < vectors) {
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) warp_sums[tid / 32][vector * kPack + k] = sums[k];
+        }
+        __syncthreads();
+        if (tid < width) {
+            C total = warp_sums[0][tid];
+            for (int w = 1; w < kWarps; ++w) total += warp_sums[w][tid];
+            cta_sums[tid] = total;
+        }
+        if (ranks > 1) {
+            cluster_sync();  // every CTA's column sums are in its shared memory
+            if (tid < width) {
+                C total = read_peer(&cta_sums[tid], 0);
+                for (unsigned r = 1; r < ranks; ++r) total += read_peer(&cta_sums[tid], r);
+                column_sums[tid] = total;
+            }
+            cluster_arrive();  // done reading the peers
+        } else if (tid < width) {
+            column_sums[tid] = cta_sums[tid];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) sums[k] = column_sums[vector * kPack + k];
+
+        // Pass 2: dx from the cached slice, or from a second read of it.
+#pragma unroll 4
+        for (int j = axis_group; j < count; j += axis_groups) {
+            const Pack dy_pack = args.cached != 0 ? dy_cache[j * vectors] : load(dy_column, args.dy_axis_stride, j);
+            const Pack y_pack = args.cached != 0 ? y_cache[j * vectors] : load(y_column, args.y_axis_stride, j);
+            C out[kPack];
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                out[k] = Gradient::element(widen_element_on_use(dy_pack, k), widen_element_on_use(y_pack, k), sums[k]);
+            }
+            store_gradient_pack<D, kPack>(dx_column + j * args.dx_axis_stride, out, valid, whole);
+        }
+        // Peers may still be reading cta_sums: it is rewritten (next tile) or released only after all arrived.
+        if (ranks > 1) cluster_wait();
+    }
+}
+
+// Pass 1's loads, the cache and the sums take registers in proportion to the pack: the mode is a
+// compile-time choice branched on once, as in the Rows families.
+template <class T, class D>
+__global__ void __launch_bounds__(kBackwardSpatialThreads) backward_spatial(const ParamBlock<BackwardSpatialParams> args) {
+    if (args.log_mode != 0) {
+        backward_spatial_tiles<T, D, LogSoftmaxGradient>(args);
+    } else {
+        backward_spatial_tiles<T, D, SoftmaxGradient>(args);
+    }
+}
+
+}  // namespace
+
+const void* backward_spatial_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype) {
+    return visit_dtype_pair(value_dtype, gradient_dtype, [](auto t_tag, auto d_tag) -> const void* {
+        return reinterpret_cast<const void*>(
+            &backward_spatial<typename decltype(t_tag)::type, typename decltype(d_tag)::type>);
+    });
+}
+
+}  // namespace smx::cuda

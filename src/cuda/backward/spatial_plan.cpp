@@ -1,0 +1,127 @@
+// spatial_plan.cpp - backward-spatial's tile width, cluster and whether the tile is cached: whole columns of dy
+// and y kept in shared memory by one CTA or a cluster where they fit, else read twice. performance.md#backward.
+#include <algorithm>
+#include <climits>
+
+#include "cuda/backward/plan.hpp"
+
+namespace smx::cuda {
+namespace {
+
+struct SpatialChoice {
+    bool cached = false;
+    int vectors = 0;
+    int cluster = 1;
+    std::int64_t slice_len = 0;
+    std::size_t shared_bytes = 0;
+};
+
+}  // namespace
+
+// The first configuration that caches whole columns, searched as spatial-tile searches (tuning values of its
+// own, since dy and y are cached): one CTA per tile at tile rows of the widest vectors down to
+// spatial_min_unclustered_vectors within the budget; then the smallest cluster (up to 8) within the budget,
+// from wide tile rows down to two vectors; then clusters up to 16 and all the shared memory a CTA may have.
+// None: the widest tile read twice. Few tiles then spread over larger clusters.
+smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardFamilyPlan* plan) {
+    const BackwardTuning& tuning = context.tuning.backward;
+    const DeviceLimits& limits = context.limits;
+    const void* kernel = backward_spatial_kernel(info.dy_dtype, info.dx_dtype);
+    SMX_RETURN_IF_ERROR(require_backward_kernel(kernel, info, "backward-spatial"));
+    std::size_t dynamic_limit = 0;
+    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, kernel, "backward-spatial", &dynamic_limit));
+    const bool clusters = has_clusters(limits);
+    if (clusters) SMX_RETURN_IF_ERROR(allow_large_clusters(kernel, "backward-spatial"));
+    const int pack = backward_pack(info);
+    const auto value_size = static_cast<std::int64_t>(dtype_size(info.dy_dtype));
+    const int max_vectors =
+        static_cast<int>(std::min<std::int64_t>(kBackwardSpatialMaxVectors, next_pow2(ceil_div(info.inner, pack))));
+    constexpr int kThreads = kBackwardSpatialThreads;
+
+    SpatialChoice choice;
+    // Whether (vectors, cluster) caches its slice within `budget` bytes and the device can place it.
+    const auto try_cached = [&](int vectors, int cluster, std::size_t budget, bool* placed) -> smxStatus_t {
+        *placed = false;
+        const std::int64_t slice_len = ceil_div(info.row_len, cluster);
+        const auto bytes = static_cast<std::size_t>(slice_len * vectors * pack * value_size * 2);
+        if (bytes > std::min(budget, dynamic_limit)) return SMX_STATUS_SUCCESS;
+        if (cluster == 1) {
+            int blocks = 0;
+            SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, kThreads, bytes, &blocks));
+            if (blocks == 0) return SMX_STATUS_SUCCESS;
+        } else if (max_active_clusters(kernel, cluster, kThreads, bytes) == 0) {
+            return SMX_STATUS_SUCCESS;
+        }
+        choice = {true, vectors, cluster, slice_len, bytes};
+        *placed = true;
+        return SMX_STATUS_SUCCESS;
+    };
+    bool placed = false;
+    const int budget_max_cluster = clusters ? 8 : 1;
+    if (dynamic_limit > 0) {
+        for (int vectors = max_vectors; vectors >= std::min(max_vectors, tuning.spatial_min_unclustered_vectors) && !placed;
+             vectors /= 2) {
+            SMX_RETURN_IF_ERROR(try_cached(vectors, 1, tuning.spatial_tile_budget, &placed));
+        }
+        for (int vectors = max_vectors; vectors >= std::min(max_vectors, 2) && !placed; vectors /= 2) {
+            for (int cluster = 1; cluster <= budget_max_cluster && !placed; cluster *= 2) {
+                SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, tuning.spatial_tile_budget, &placed));
+            }
+        }
+        for (int vectors = max_vectors; vectors >= 1 && !placed; vectors /= 2) {
+            for (int cluster = 1; cluster <= (clusters ? kBackwardRegsMaxCluster : 1) && !placed; cluster *= 2) {
+                SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, dynamic_limit, &placed));
+            }
+        }
+    }
+    if (!placed) choice = {false, max_vectors, 1, info.row_len, 0};
+    // Few tiles would leave SMs idle: split each column over more CTAs while slices stay long enough.
+    const std::int64_t tiles_per_outer = ceil_div(info.inner, static_cast<std::int64_t>(choice.vectors) * pack);
+    const std::int64_t tiles = info.outer * tiles_per_outer;
+    const std::int64_t wanted_ctas = tuning.spatial_spread_ctas_per_sm * limits.multiprocessor_count;
+    while (choice.cluster < budget_max_cluster && tiles * choice.cluster < wanted_ctas &&
+           ceil_div(info.row_len, 2 * choice.cluster) >= tuning.spatial_min_slice) {
+        const SpatialChoice before = choice;
+        if (before.cached) {
+            SMX_RETURN_IF_ERROR(try_cached(before.vectors, before.cluster * 2, before.shared_bytes, &placed));
+            if (!placed) {
+                choice = before;
+                break;
+            }
+        } else {
+            if (max_active_clusters(kernel, before.cluster * 2, kThreads, 0) == 0) break;
+            choice.cluster = before.cluster * 2;
+            choice.slice_len = ceil_div(info.row_len, choice.cluster);
+        }
+    }
+
+    const int width = choice.vectors * pack;
+    const std::int64_t cluster_count = std::min<std::int64_t>(tiles, INT_MAX / choice.cluster);
+    const unsigned grid = static_cast<unsigned>(cluster_count * choice.cluster);
+    BackwardSpatialParams params;
+    params.row_len = info.row_len;
+    params.inner = info.inner;
+    params.tiles_per_outer = tiles_per_outer;
+    params.tiles = tiles;
+    params.dy_axis_stride = info.dy.axis_stride;
+    params.y_axis_stride = info.y.axis_stride;
+    params.dx_axis_stride = info.dx.axis_stride;
+    params.dy_outer_stride = info.dy.outer_stride;
+    params.y_outer_stride = info.y.outer_stride;
+    params.dx_outer_stride = info.dx.outer_stride;
+    params.slice_len = choice.slice_len;
+    params.tile_width = width;
+    params.pack = pack;
+    params.cached = choice.cached ? 1 : 0;
+    params.log_mode = info.is_log() ? 1 : 0;
+    const Launch launch{kernel, dim3(grid), dim3(kThreads), choice.shared_bytes,
+                        choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
+    *plan = make_backward_family_plan(
+        info, params, {launch}, 0,
+        fmt::format("cuda backward-spatial tile={} vectors={} cluster={} slice={} cached={} smem={} threads={} grid={}",
+                    width, choice.vectors, choice.cluster, choice.slice_len, choice.cached ? 1 : 0, choice.shared_bytes,
+                    kThreads, grid));
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace smx::cuda
