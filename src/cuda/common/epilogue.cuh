@@ -8,54 +8,150 @@
 // instantiates the bodies with it.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/common/math.cuh"
 
 namespace smx::cuda {
 
-// The input as it is: the element's value in the compute type. (kRaw: bodies that reduce the max on the input
-// dtype's packed pairs may do so only for inputs taken as they are.)
+// The input as it is: the element's value in the compute type. kRaw: the value is the input element itself,
+// so a body may reduce the max on the input dtype's packed pairs (PairedMax); bodies widen the pairs and
+// take the max of the transformed values for any input whose kRaw is false.
 struct PlainInput {
     static constexpr bool kRaw = true;
+    template <class Params>
+    __device__ __forceinline__ static PlainInput of(const Params& /*args*/) {
+        return {};
+    }
     template <class C>
     __device__ __forceinline__ C operator()(C value) const {
         return value;
     }
 };
 
-// Output formulas for bodies that hold a row's elements while its statistics are reduced. kKeepsExp: the body
-// keeps each element's exp(v - max) (its sum's common factor 2^r included) instead of v. row_factor turns the
-// row's sum of those exps and the factor's inverse (unbias) into what element() takes.
+// ---- output formulas ----------------------------------------------------------------------------------
+// A formula with its mode fixed at compile time (SoftmaxOutput, LogSoftmaxOutput) has:
+//   kUsesExp      whether the output is a function of exp(v - max) (softmax) rather than of v - max
+//                 (log-softmax): a body that holds a row keeps each element's exp instead of v, a body that
+//                 reads v again computes the exp there;
+//   row_factor    what element() takes from the row, from `sum`, the row's sum of exp(v - max), and `scale`,
+//                 a callable giving what turns the exps the body holds into exp(v - max), called only by
+//                 formulas of exps (softmax needs the two only up to a common factor, which cancels;
+//                 log-softmax needs the sum exact);
+//   element       the output from what the body holds (the exp where kUsesExp, else v), max and the factor;
+//   element_from_value  the same from v and the body's exp functor relative to max (two-pass bodies).
+// And from FixedFormula: of(args), uses_exp() and visit(), which ForwardOutput has too, so that a body can
+// take either.
 
-// softmax: e / sum, the exps' common factor cancelling.
-struct SoftmaxOutput {
-    static constexpr bool kKeepsExp = true;
-    template <class C>
-    __device__ __forceinline__ static C row_factor(C sum, C /*unbias*/) {
-        return reciprocal(sum);
+template <class Formula>
+struct FixedFormula {
+    // The formula as a kernel's parameters ask for it (a fixed formula takes nothing from them).
+    template <class Params>
+    __device__ __forceinline__ static Formula of(const Params& /*args*/) {
+        return {};
+    }
+    __device__ __forceinline__ static constexpr bool uses_exp() { return Formula::kUsesExp; }
+    // body(formula) or body(formula, factor): the formula of this mode, for a body that runs one loop per mode.
+    template <class Body>
+    __device__ __forceinline__ void visit(Body&& body) const {
+        body(Formula{});
+    }
+    template <class C, class Body>
+    __device__ __forceinline__ void visit(C factor, Body&& body) const {
+        body(Formula{}, factor);
+    }
+};
+
+// softmax: e / sum.
+struct SoftmaxOutput : FixedFormula<SoftmaxOutput> {
+    static constexpr bool kUsesExp = true;
+    template <class C, class Scale>
+    __device__ __forceinline__ static C row_factor(C sum, const Scale& scale) {
+        return scale() * reciprocal(sum);
     }
     template <class C>
     __device__ __forceinline__ static C element(C held_exp, C /*max*/, C factor) {
         return held_exp * factor;
     }
+    template <class C, class Exp>
+    __device__ __forceinline__ static C element_from_value(C value, C max, C factor, const Exp& exp) {
+        return element(exp(value), max, factor);
+    }
+    // The element from v in one exp, 1 / sum folded into its exponent (FoldedSoftmaxExp, float only): for
+    // outputs whose own rounding hides the error that adds (16-bit), where its applies() holds.
+    __device__ __forceinline__ static FoldedSoftmaxExp folded_exp(float max, float sum) {
+        return FoldedSoftmaxExp(max, sum);
+    }
 };
 
-// log-softmax: (v - max) - log(sum), the sum without the exps' common factor.
-struct LogSoftmaxOutput {
-    static constexpr bool kKeepsExp = false;
-    template <class C>
-    __device__ __forceinline__ static C row_factor(C sum, C unbias) {
-        return log_of(sum * unbias);
+// log-softmax: (v - max) - log(sum).
+struct LogSoftmaxOutput : FixedFormula<LogSoftmaxOutput> {
+    static constexpr bool kUsesExp = false;
+    template <class C, class Scale>
+    __device__ __forceinline__ static C row_factor(C sum, const Scale& /*scale*/) {
+        return log_of(sum);
     }
     template <class C>
     __device__ __forceinline__ static C element(C held_value, C max, C factor) {
         return (held_value - max) - factor;
     }
+    template <class C, class Exp>
+    __device__ __forceinline__ static C element_from_value(C value, C max, C factor, const Exp& /*exp*/) {
+        return element(value, max, factor);
+    }
 };
 
-// Output formulas for bodies that read x again once the statistics are known (two passes): the element from its
-// value. ForwardOutput takes the mode at run time, so one instance serves softmax and log-softmax.
+// ForwardOutput's row factor: each formula's, the other one 0 (not computed).
+template <class C>
+struct ForwardFactor {
+    C log_sum;      // log-softmax's
+    C inverse_sum;  // softmax's (its scale included)
+};
+
+// Softmax or log-softmax with the mode taken at run time, so one instance serves both. visit() branches
+// once into the mode's fixed formula, for a body that runs one loop per mode; element() tests the mode per
+// element, for a body that keeps one loop (fewer registers in some, at a select per element).
 struct ForwardOutput {
     bool log;
+
+    template <class Params>
+    __device__ __forceinline__ static ForwardOutput of(const Params& args) {
+        return {args.log_mode != 0};
+    }
+    __device__ __forceinline__ bool uses_exp() const { return !log; }
+    template <class Body>
+    __device__ __forceinline__ void visit(Body&& body) const {
+        if (log) {
+            body(LogSoftmaxOutput{});
+        } else {
+            body(SoftmaxOutput{});
+        }
+    }
+    template <class C, class Body>
+    __device__ __forceinline__ void visit(const ForwardFactor<C>& factor, Body&& body) const {
+        if (log) {
+            body(LogSoftmaxOutput{}, factor.log_sum);
+        } else {
+            body(SoftmaxOutput{}, factor.inverse_sum);
+        }
+    }
+    // row_factor and element as the fixed formulas have them, for bodies that hold the row.
+    template <class C, class Scale>
+    __device__ __forceinline__ ForwardFactor<C> row_factor(C sum, const Scale& scale) const {
+        const C log_sum = log ? LogSoftmaxOutput::row_factor(sum, scale) : C(0);
+        const C inverse_sum = log ? C(0) : SoftmaxOutput::row_factor(sum, scale);
+        return {log_sum, inverse_sum};
+    }
+    // Both elements, then a select: as a branch, the compiler merged it with the body's next branch on the
+    // mode (block-regs' edge element).
+    template <class C>
+    __device__ __forceinline__ C element(C held, C max, const ForwardFactor<C>& factor) const {
+        const C log_element = LogSoftmaxOutput::element(held, max, factor.log_sum);
+        const C exp_element = SoftmaxOutput::element(held, max, factor.inverse_sum);
+        return log ? log_element : exp_element;
+    }
+
+    // For bodies that read x again once the statistics are known (two passes): the element from its value.
     // log(sum) where the formula needs it, else 0 (not computed).
     template <class C>
     __device__ __forceinline__ C log_sum_of(C sum) const {
@@ -69,9 +165,14 @@ struct ForwardOutput {
     // functor's unbias / sum.
     template <class C, class Exp>
     __device__ __forceinline__ C element_from_value(C value, C max, C log_sum, const Exp& exp, C factor) const {
-        return log ? (value - max) - log_sum : exp(value) * factor;
+        return log ? LogSoftmaxOutput::element_from_value(value, max, log_sum, exp)
+                   : SoftmaxOutput::element_from_value(value, max, factor, exp);
     }
 };
+
+// Whether a formula's mode is fixed at compile time (it has kUsesExp).
+template <class Output>
+constexpr bool kModeFixed = std::is_base_of_v<FixedFormula<Output>, Output>;
 
 // ---- backward: the gradient formulas ---------------------------------------------------------------
 // A backward body reduces one statistic per row, the sum of term(dy, y) over it, then writes

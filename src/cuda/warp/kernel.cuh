@@ -133,15 +133,17 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
                 for (int c = 0; c < kCols; ++c) {
                     const C e = exp(values[r][c]);
                     thread_sum[r] += e;
-                    if constexpr (Output::kKeepsExp) values[r][c] = e;
+                    if constexpr (Output::kUsesExp) values[r][c] = e;
                 }
-                unbias[r] = Output::kKeepsExp ? C(1) : exp.unbias();  // softmax's factor cancels in e / sum
+                unbias[r] = Output::kUsesExp ? C(1) : exp.unbias();  // softmax's factor cancels in e / sum
             }
         });
         C row_factor[kRowsPerThread];  // what Output::element takes from the row (softmax: 1 / sum)
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
-            row_factor[r] = Output::row_factor(group_sum<kLanes>(thread_sum[r]), unbias[r]);
+            // The sum without the fast exp's factor, and what removes it from a held exp (softmax: 1, the
+            // factor cancelling between the held exps and their sum).
+            row_factor[r] = Output::row_factor(group_sum<kLanes>(thread_sum[r]) * unbias[r], [&] { return unbias[r]; });
         }
         const auto write = [&](const auto& output) {
             if constexpr (kPairedStores) {
