@@ -18,6 +18,7 @@
 #include "core/dtype.hpp"
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/cluster.cuh"
+#include "cuda/common/epilogue.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/block_regs/params.hpp"
 
@@ -32,11 +33,10 @@ __device__ __forceinline__ int slice_head(const X* slice, int count) {
     return min(count, (kPackBytes - misalignment) % kPackBytes / static_cast<int>(sizeof(X)));
 }
 
-// Whether a body serves one mode, chosen at compile time, or both (args.log_mode read at run time).
-enum class ModeChoice { kSoftmax, kLogSoftmax, kRunTime };
-
-// The kernel body; the __global__ wrappers below differ in their launch bounds and in kRowSteps.
-template <class X, class Y, int kValues, ModeChoice kMode, bool kRowSteps>
+// The kernel body for one input transform and one output formula (common/epilogue.cuh): SoftmaxOutput or
+// LogSoftmaxOutput (a body per mode), or ForwardOutput (the mode at run time; see block_regs_modes). The
+// __global__ wrappers below differ in their launch bounds and in kRowSteps.
+template <class X, class Y, int kValues, bool kRowSteps, class Input, class Output>
 __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     using C = ComputeType<X>;
     constexpr int kPack = kPackOfPair<X, Y>;
@@ -49,12 +49,12 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // widened values would not fit in registers, and long rows gain from the bytes in flight
     // (performance.md#block-regs).
     constexpr bool kPackedHold = kValues == 64;
-    // Whether softmax computes each exp again in the write instead of keeping it from the sum: packed
-    // holds must; grid-regs steps do, since 32 kept exps live across the step loop spilled where 32 kept
-    // values, as log-softmax holds them, did not (performance.md#grid-regs-steps).
+    // Whether a formula of exps computes each exp again in the write instead of keeping it from the sum:
+    // packed holds must; grid-regs steps do, since 32 kept exps live across the step loop spilled where 32
+    // kept values, as log-softmax holds them, did not (performance.md#grid-regs-steps).
     constexpr bool kExpInWrite = kPackedHold || kRowSteps;
-    // The run-time mode's write takes softmax's exp from `held`, which such instances do not keep.
-    static_assert(!(kMode == ModeChoice::kRunTime && kExpInWrite), "instances that recompute exps take the mode at compile time");
+    // A run-time mode's write takes softmax's exp from `held`, which such instances do not keep.
+    static_assert(!kExpInWrite || kModeFixed<Output>, "instances that recompute exps take the mode at compile time");
     __shared__ Stats<C> warp_partials[32];
     __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
     __shared__ Stats<C> cluster_stats;
@@ -100,8 +100,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         const X* x = static_cast<const X*>(args.x);
         Y* y = static_cast<Y*>(args.y);
-        // A constant unless kMode is kRunTime: the compiler then drops the other mode's code.
-        const bool log_mode = kMode == ModeChoice::kRunTime ? args.log_mode != 0 : kMode == ModeChoice::kLogSoftmax;
+        const Input input = Input::of(args);
+        const Output output = Output::of(args);
         const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
         const std::int64_t remaining = args.row_len - slice_begin;
         const int slice_count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
@@ -163,17 +163,21 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
             }
         }
-        C edge = has_edge ? to_compute(x_slice[edge_index]) : neg_inf<C>();
+        C edge = has_edge ? input(to_compute(x_slice[edge_index])) : neg_inf<C>();
         bool loaded[kPacks];
         C held[kPackedHold ? 1 : kValues];  // widened values (packed hold: raw is what the thread holds)
 #pragma unroll
         for (int p = 0; p < kPacks; ++p) {
             loaded[p] = p * threads + tid < body_packs;
-            if constexpr (!kPackedHold) widen_pack(raw[p], &held[p * kPack]);
+            if constexpr (!kPackedHold) {
+                widen_pack(raw[p], &held[p * kPack]);
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) held[p * kPack + k] = input(held[p * kPack + k]);
+            }
         }
         const auto value = [&](int i) -> C {
             if constexpr (kPackedHold) {
-                return widen_element_on_use(raw[i / kPack], i % kPack);
+                return input(widen_element_on_use(raw[i / kPack], i % kPack));
             } else {
                 return held[i];
             }
@@ -205,14 +209,14 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                     const C e = exp(value(p * kPack + k));
                     thread_sum += e;
                     if constexpr (!kExpInWrite) {
-                        if (!log_mode) held[p * kPack + k] = e;  // softmax keeps the exp; log-softmax keeps v
+                        if (output.uses_exp()) held[p * kPack + k] = e;  // softmax keeps the exp; log-softmax keeps v
                     }
                 }
             }
             unbias = exp.unbias();
         });
         thread_sum *= unbias;
-        if (!log_mode) edge = edge_exp;
+        if (output.uses_exp()) edge = edge_exp;
         if (thread_sum != thread_sum) thread_max = thread_sum;
 
         // CTA statistics: in `exchange`, and complete in warp 0 (same tree in every CTA).
@@ -281,12 +285,14 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
 
         // All -inf rows have sum 0: 0 * (1 / 0) and -inf - -inf both give NaN, as the reference does.
-        const C log_sum = log_mode ? log_of(row_stats.sum) : C(0);
-        // The held exps (and the packed path's recomputed ones) carry the fast exp's factor: unbias it.
-        const C factor =
-            log_mode ? C(0)
-                     : (thread_all_neg_inf ? C(0) : unbias * exp_of(shift - row_stats.max)) * reciprocal(row_stats.sum);
-        edge = log_mode ? (edge - row_stats.max) - log_sum : edge * factor;
+        // The held exps (and the packed path's recomputed ones) are relative to this thread's shift and carry
+        // the fast exp's factor: the scale takes them to the row's max and removes it (computed only by
+        // formulas of exps; its captures by value: by reference they changed the compiled code).
+        const auto scale = [thread_all_neg_inf, unbias, shift, row_max = row_stats.max] {
+            return thread_all_neg_inf ? C(0) : unbias * exp_of(shift - row_max);
+        };
+        const auto factor = output.row_factor(row_stats.sum, scale);
+        edge = output.element(edge, row_stats.max, factor);
 
         Y* y_body = y_slice + head;
         const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
@@ -306,25 +312,31 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 }
             }
         };
-        if constexpr (kMode == ModeChoice::kSoftmax && kExpInWrite) {
-            // Each element's exp computed again; for 16-bit y with 1 / sum folded into it.
-            // (Not for grid-regs steps: they write exactly what grid-regs writes, exp(v) x factor.)
-            const FoldedSoftmaxExp folded(row_stats.max, row_stats.sum);
-            if (kPackedHold && sizeof(Y) == 2 && folded.applies()) {
-                write([&](int i) -> C { return folded(value(i)); });
+        if constexpr (kExpInWrite) {
+            if constexpr (Output::kUsesExp) {
+                // Each element's exp computed again; for 16-bit y with 1 / sum folded into it.
+                // (Not for grid-regs steps: they write exactly what grid-regs writes, exp(v) x factor.)
+                const auto folded = Output::folded_exp(row_stats.max, row_stats.sum);
+                if (kPackedHold && sizeof(Y) == 2 && folded.applies()) {
+                    write([&](int i) -> C { return folded(value(i)); });
+                } else {
+                    with_shifted_exp(shift, [&](const auto& exp) {
+                        write([&](int i) -> C {
+                            return Output::element_from_value(value(i), row_stats.max, factor, exp);
+                        });
+                    });
+                }
             } else {
-                with_shifted_exp(shift, [&](const auto& exp) { write([&](int i) -> C { return exp(value(i)) * factor; }); });
+                write([&](int i) -> C { return Output::element(value(i), row_stats.max, factor); });
             }
-        } else if constexpr (kPackedHold) {
-            static_assert(kMode == ModeChoice::kLogSoftmax, "packed instances take the mode at compile time");
-            write([&](int i) -> C { return (value(i) - row_stats.max) - log_sum; });
-        } else if constexpr (kMode == ModeChoice::kRunTime && kValues == 32) {
-            // Both formulas in one loop, the mode tested per element (registers; see block_regs_modes).
-            write([&](int i) -> C { return log_mode ? (value(i) - row_stats.max) - log_sum : held[i] * factor; });
-        } else if (log_mode) {
-            write([&](int i) -> C { return (value(i) - row_stats.max) - log_sum; });
+        } else if constexpr (kValues == 32) {
+            // One loop: a run-time mode is tested per element (registers; see block_regs_modes).
+            write([&](int i) -> C { return output.element(value(i), row_stats.max, factor); });
         } else {
-            write([&](int i) -> C { return held[i] * factor; });  // held is the exp already
+            // One loop per mode: a run-time mode branches once, into its fixed formula.
+            output.visit(factor, [&](auto formula, C formula_factor) {
+                write([&](int i) -> C { return formula.element(value(i), row_stats.max, formula_factor); });
+            });
         }
         if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
         // Pulled statistics: peers may still be reading this CTA's exchange slot, so it stays resident
@@ -338,16 +350,16 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 // The mode is a compile-time choice inside each kernel (a body per mode, as in the warp kernel): a run-time
 // one costs an instruction per element (a select between the exp and the value) and, unless the write
 // loop is split per mode, both formulas in the write. 16-bit -> f32 at 16 and 32 values lost that way (their
-// per-mode bodies took more registers), so they keep the run-time mode with the write loops they had: split
-// per mode at 16 values, one loop at 32 (performance.md#block-regs).
+// per-mode bodies took more registers), so they keep the run-time mode (ForwardOutput) with the write loops
+// they had: split per mode at 16 values, one loop at 32 (performance.md#block-regs).
 template <class X, class Y, int kValues, bool kRowSteps = false>
 __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
     if constexpr (sizeof(X) == 2 && sizeof(Y) == 4 && (kValues == 16 || kValues == 32)) {
-        block_regs_rows<X, Y, kValues, ModeChoice::kRunTime, kRowSteps>(args);
+        block_regs_rows<X, Y, kValues, kRowSteps, PlainInput, ForwardOutput>(args);
     } else if (args.log_mode != 0) {
-        block_regs_rows<X, Y, kValues, ModeChoice::kLogSoftmax, kRowSteps>(args);
+        block_regs_rows<X, Y, kValues, kRowSteps, PlainInput, LogSoftmaxOutput>(args);
     } else {
-        block_regs_rows<X, Y, kValues, ModeChoice::kSoftmax, kRowSteps>(args);
+        block_regs_rows<X, Y, kValues, kRowSteps, PlainInput, SoftmaxOutput>(args);
     }
 }
 
