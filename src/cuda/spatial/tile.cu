@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "cuda/common/cluster.cuh"
+#include "cuda/common/epilogue.cuh"
 #include "cuda/spatial/common.cuh"
 
 namespace smx::cuda {
@@ -101,10 +102,10 @@ constexpr int kStatsChunkRows = 4;
 // the max and the sum of exp(v - shift_of(max)). Returns false when some shift was outside the fast exp's
 // range (huge or infinite values): every copy has landed by then and the caller recomputes the statistics
 // with the two passes. (16-bit x measured slower this way and keeps the two passes: see the caller.)
-template <int kPack, bool kWholeLine>
+template <int kPack, bool kWholeLine, class Input>
 __device__ __forceinline__ bool pipelined_vector_stats(float* target, const float* source, int rows, int target_step,
-                                                       std::int64_t source_step, float (&local_max)[kPack],
-                                                       float (&local_sum)[kPack]) {
+                                                       std::int64_t source_step, const Input& input,
+                                                       float (&local_max)[kPack], float (&local_sum)[kPack]) {
     const int chunks = (rows + kStatsChunkRows - 1) / kStatsChunkRows;
     {
         float* copy_target = target;
@@ -142,6 +143,8 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
                 if (first + j < rows) {
                     float values[kPack];
                     load_pack(chunk_rows + j * target_step, values);
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) values[k] = input(values[k]);
                     visit(values);
                 }
             }
@@ -196,9 +199,11 @@ __device__ __forceinline__ bool pipelined_vector_stats(float* target, const floa
 template <int kVectorBytes, int kThreads>
 constexpr int kSpatialTileMinCtasPerSm = kThreads == kSpatialTileSmallThreads ? 8 : (kVectorBytes == 8 ? 5 : 4);
 
-// kThreads: kSpatialTileThreads, or kSpatialTileSmallThreads where the plan finds that the smaller CTAs let
-// an SM hold more tiles at once.
-template <class X, class Y, int kVectorBytes, int kThreads>
+// The kernel for one input transform and one output formula (common/epilogue.cuh); softmax takes PlainInput
+// and ForwardOutput, the mode at run time. (The body stays in the kernel: moved into a function of its own,
+// it compiled differently.) kThreads: kSpatialTileThreads, or kSpatialTileSmallThreads where the plan finds
+// that the smaller CTAs let an SM hold more tiles at once.
+template <class X, class Y, int kVectorBytes, int kThreads, class Input, class Output>
 __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorBytes, kThreads>)
     spatial_tile_softmax(const ParamBlock<SpatialParams> args) {
     using C = ComputeType<X>;
@@ -226,7 +231,8 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
     X* cache = reinterpret_cast<X*>(dynamic_shared);  // [slice row][tile column]
-    const bool log_mode = args.log_mode != 0;
+    const Input input = Input::of(args);
+    const Output output = Output::of(args);
     const int width = args.tile_width;
     const int vectors = width / kPack;  // a power of two, at most 256 bytes of x in all
     const int tid = threadIdx.x;
@@ -280,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
                 constexpr bool kWholeLine = decltype(whole_line)::value;
                 if constexpr (std::is_same<X, float>::value) {
                     stats_ready = pipelined_vector_stats<kPack, kWholeLine>(cache_rows, source, rows, kCacheRowStep,
-                                                                            source_step, local_max, local_sum);
+                                                                            source_step, input, local_max, local_sum);
                 } else {
 #pragma unroll 4
                     for (int i = 0; i < rows; ++i) {
@@ -312,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
         // The two passes over this thread's share of its kPack columns: the max, then the sum of exp relative
         // to it.
         if (!stats_ready) {
-            if constexpr (sizeof(X) == 2) {
+            if constexpr (sizeof(X) == 2 && Input::kRaw) {
                 // Two columns per HMNMX2, on the cached 16-bit values as they are (no widening).
                 PairedMax<X> paired[kPack / 2];
 #pragma unroll 4
@@ -334,7 +340,7 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
                     C values[kPack];
                     load_pack<X, C, kPack>(cache_rows + i * kCacheRowStep, values);
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], values[k]);
+                    for (int k = 0; k < kPack; ++k) local_max[k] = max_skip_nan(local_max[k], input(values[k]));
                 }
             }
             C local_shift[kPack];
@@ -351,7 +357,7 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
                     C values[kPack];
                     load_pack<X, C, kPack>(cache_rows + i * kCacheRowStep, values);
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) local_sum[k] += form.make(local_shift[k])(values[k]);
+                    for (int k = 0; k < kPack; ++k) local_sum[k] += form.make(local_shift[k])(input(values[k]));
                 }
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) local_sum[k] *= form.make(local_shift[k]).unbias();
@@ -381,13 +387,12 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
             }
         }
         __syncthreads();
+        // The formula's factor without the scale of the exps: each thread's exp functor sets that (below).
         const auto publish_column = [&](Stats<C> stats) {
             column_shift[tid] = shift_of(stats.max);
-            if (log_mode) {
-                column_factor[tid] = log_of(stats.sum);
-            } else {
-                column_factor[tid] = reciprocal(stats.sum);
-            }
+            output.visit([&](auto formula) {
+                column_factor[tid] = formula.row_factor(stats.sum, [] { return C(1); });
+            });
         };
         if (tid < width) {
             Stats<C> stats;
@@ -427,7 +432,7 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
         // The store pass, one loop per output formula (a branch inside the loop would issue every formula's
         // instructions predicated) and per store width, walking y by pointer increments and the cache by the
         // compile-time kCacheRowStep.
-        const auto store_pass = [&](auto output) {
+        const auto store_pass = [&](auto outputs) {
             Y* target = y_vector + axis_group * args.y_axis_stride;
             const std::int64_t target_step = axis_groups * args.y_axis_stride;
             if (y_vector_stores && valid == kPack) {
@@ -435,7 +440,7 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
                 for (int i = 0; i < rows; ++i) {
                     C values[kPack];
                     load_pack<X, C, kPack>(cache_rows + i * kCacheRowStep, values);
-                    output(values);
+                    outputs(values);
                     store_pack<Y, kPack>(target, values);
                     target += target_step;
                 }
@@ -443,7 +448,7 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
                 for (int i = 0; i < rows; ++i) {
                     C values[kPack];
                     load_pack<X, C, kPack>(cache_rows + i * kCacheRowStep, values);
-                    output(values);
+                    outputs(values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (k < valid) target[k] = StoreAs<Y>::from(values[k]);
@@ -457,21 +462,24 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
             // slower for these pairs than this loop, with one formula per loop or all of them in one lambda
             // (performance.md#spatial-tile). So they keep their own loop, choosing the formula per element.
             with_exp_form<C>(fast, [&](auto form) {
-                if (!log_mode) {
+                // A formula of exps: its factor takes the functor's unbias (row_factor's scale).
+                output.visit([&](auto formula) {
+                    if constexpr (decltype(formula)::kUsesExp) {
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) factor[k] *= form.make(shift[k]).unbias();
-                }
+                        for (int k = 0; k < kPack; ++k) factor[k] *= form.make(shift[k]).unbias();
+                    }
+                });
 #pragma unroll 4
                 for (int r = axis_group; r < count; r += axis_groups) {
                     C values[kPack];
                     load_pack<X, C, kPack>(cache_vector + r * width, values);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
-                        if (log_mode) {
-                            values[k] = (values[k] - shift[k]) - factor[k];
-                        } else {
-                            values[k] = form.make(shift[k])(values[k]) * factor[k];
-                        }
+                        // The mode tested per element.
+                        output.visit([&](auto formula) {
+                            const auto exp = form.make(shift[k]);
+                            values[k] = formula.element_from_value(input(values[k]), shift[k], factor[k], exp);
+                        });
                     }
                     Y* target = y_vector + r * args.y_axis_stride;
                     if (y_vector_stores && valid == kPack) {
@@ -484,23 +492,40 @@ __global__ void __launch_bounds__(kThreads, kSpatialTileMinCtasPerSm<kVectorByte
                     }
                 }
             });
-        } else if (log_mode) {
-            store_pass([&](C (&values)[kPack]) {
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) values[k] = (values[k] - shift[k]) - factor[k];
-            });
         } else {
-            with_exp_form<C>(fast, [&](auto form) {
+            // One loop per formula: visit() branches once on a run-time mode.
+            output.visit([&](auto formula) {
+                if constexpr (decltype(formula)::kUsesExp) {
+                    with_exp_form<C>(fast, [&](auto form) {
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) factor[k] *= form.make(shift[k]).unbias();
-                store_pass([&](C (&values)[kPack]) {
+                        for (int k = 0; k < kPack; ++k) factor[k] *= form.make(shift[k]).unbias();
+                        store_pass([&](C (&values)[kPack]) {
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) values[k] = form.make(shift[k])(values[k]) * factor[k];
-                });
+                            for (int k = 0; k < kPack; ++k) {
+                                const auto exp = form.make(shift[k]);
+                                values[k] = formula.element_from_value(input(values[k]), shift[k], factor[k], exp);
+                            }
+                        });
+                    });
+                } else {
+                    store_pass([&](C (&values)[kPack]) {
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) {
+                            values[k] = formula.element(input(values[k]), shift[k], factor[k]);
+                        }
+                    });
+                }
             });
         }
         if (ranks > 1) cluster_wait();  // peers are done reading cta_partials: it may be rewritten or freed
     }
+}
+
+// The softmax instances: the input as it is, the mode at run time.
+template <class X, class Y, int kVectorBytes, int kThreads>
+const void* spatial_tile_softmax_instance() {
+    return reinterpret_cast<const void*>(
+        &spatial_tile_softmax<X, Y, kVectorBytes, kThreads, PlainInput, ForwardOutput>);
 }
 
 }  // namespace
@@ -513,15 +538,15 @@ const void* spatial_tile_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_d
         constexpr int kLarge = kSpatialTileThreads;
         if (threads != kSmall && threads != kLarge) return nullptr;
         if (vector_bytes == 16) {
-            return threads == kSmall ? reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 16, kSmall>)
-                                     : reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 16, kLarge>);
+            return threads == kSmall ? spatial_tile_softmax_instance<X, Y, 16, kSmall>()
+                                     : spatial_tile_softmax_instance<X, Y, 16, kLarge>();
         }
         // 8-byte vectors: instantiated for 16-bit x written as f32 only, the pairs that measured faster
         // (performance.md#spatial-tile).
         if constexpr (sizeof(X) == 2 && sizeof(Y) == 4) {
             if (vector_bytes == 8) {
-                return threads == kSmall ? reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 8, kSmall>)
-                                         : reinterpret_cast<const void*>(&spatial_tile_softmax<X, Y, 8, kLarge>);
+                return threads == kSmall ? spatial_tile_softmax_instance<X, Y, 8, kSmall>()
+                                         : spatial_tile_softmax_instance<X, Y, 8, kLarge>();
             }
         }
         return nullptr;
