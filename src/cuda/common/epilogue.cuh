@@ -162,11 +162,11 @@ struct ForwardOutput {
         return softmax_output(value - max, inverse_sum, log_sum, log);
     }
     // The same with the exp taken by the body's shifted exp functor: exp(value) * factor, factor = the
-    // functor's unbias / sum.
+    // functor's unbias / sum. (Written out: built from the fixed formulas' members, it compiled into a
+    // branch where this is a select.)
     template <class C, class Exp>
     __device__ __forceinline__ C element_from_value(C value, C max, C log_sum, const Exp& exp, C factor) const {
-        return log ? LogSoftmaxOutput::element_from_value(value, max, log_sum, exp)
-                   : SoftmaxOutput::element_from_value(value, max, factor, exp);
+        return log ? (value - max) - log_sum : exp(value) * factor;
     }
 };
 

@@ -7,6 +7,7 @@
 // performance.md#spatial-online.
 #include <type_traits>
 
+#include "cuda/common/epilogue.cuh"
 #include "cuda/spatial/common.cuh"
 
 namespace smx::cuda {
@@ -40,17 +41,19 @@ __device__ __forceinline__ ColumnPlace column_place(const SpatialParams& args, s
     return {outer * args.x_outer_stride + in_tile, outer * args.y_outer_stride + in_tile, valid};
 }
 
-// One loop step's kUnroll vectors of kPack columns, x_step elements apart from x_at. A whole step (`whole`:
-// every position inside the range) walks a pointer with no checks: the checked form recomputed each 64-bit
-// address under its own predicate (performance.md#spatial-split-rules). Otherwise position u is loaded where
-// in_range(u), -inf elsewhere (padding the statistics ignore).
-template <int kUnroll, int kPack, class X, class InRange, class C = ComputeType<X>>
-__device__ __forceinline__ void load_column_step(const X* x_at, std::int64_t x_step, bool whole, const InRange& in_range,
-                                                 C (&values)[kUnroll][kPack]) {
+// One loop step's kUnroll vectors of kPack columns, x_step elements apart from x_at, through the input
+// transform. A whole step (`whole`: every position inside the range) walks a pointer with no checks: the
+// checked form recomputed each 64-bit address under its own predicate (performance.md#spatial-split-rules).
+// Otherwise position u is loaded where in_range(u), -inf elsewhere (padding the statistics ignore).
+template <int kUnroll, int kPack, class X, class Input, class InRange, class C = ComputeType<X>>
+__device__ __forceinline__ void load_column_step(const X* x_at, std::int64_t x_step, bool whole, const Input& input,
+                                                 const InRange& in_range, C (&values)[kUnroll][kPack]) {
     if (whole) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             load_pack<X, C, kPack>(x_at, values[u]);
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) values[u][k] = input(values[u][k]);
             x_at += x_step;
         }
     } else {
@@ -58,6 +61,8 @@ __device__ __forceinline__ void load_column_step(const X* x_at, std::int64_t x_s
         for (int u = 0; u < kUnroll; ++u) {
             if (in_range(u)) {
                 load_pack<X, C, kPack>(x_at + u * x_step, values[u]);
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) values[u][k] = input(values[u][k]);
             } else {
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) values[u][k] = neg_inf<C>();
@@ -111,10 +116,10 @@ struct ScaledRunningStats {
 // combine), each segment's statistics kept by ScaledRunningStats, for about half the instructions a loop
 // step (performance.md#spatial-split-rules). Returns false where some shift left the fast exp's range:
 // `stats` is then incomplete and the caller recomputes them exactly.
-template <int kUnroll, int kPack, class X>
+template <int kUnroll, int kPack, class X, class Input>
 __device__ __forceinline__ bool scaled_column_range_stats(const X* x_column, std::int64_t x_axis_stride,
                                                           std::int64_t first, std::int64_t end, std::int64_t axis_step,
-                                                          Stats<float> (&stats)[kPack]) {
+                                                          const Input& input, Stats<float> (&stats)[kPack]) {
     const std::int64_t x_step = axis_step * x_axis_stride;
     const std::int64_t stride = axis_step * kUnroll;
     const std::int64_t segment_span = stride * kSegmentSteps;
@@ -127,7 +132,7 @@ __device__ __forceinline__ bool scaled_column_range_stats(const X* x_column, std
         for (std::int64_t j = segment_first; j < segment_end; j += stride) {
             float values[kUnroll][kPack];
             load_column_step<kUnroll, kPack>(x_column + j * x_axis_stride, x_step, j + (kUnroll - 1) * axis_step < end,
-                                             [&](int u) { return j + u * axis_step < end; }, values);
+                                             input, [&](int u) { return j + u * axis_step < end; }, values);
 #pragma unroll
             for (int k = 0; k < kPack; ++k) {
                 float group_max = values[0][k];
@@ -151,18 +156,21 @@ __device__ __forceinline__ bool scaled_column_range_stats(const X* x_column, std
 // kUnroll positions in flight per loop step (addressed from the step's first: one 64-bit multiply a step).
 // Float compute values take the scaled form above; the exact form below serves double, and any thread
 // whose values leave the fast exp's range (it reads its range again: huge or infinite values only).
-template <int kUnroll, int kPack, class X, class C = ComputeType<X>>
+template <int kUnroll, int kPack, class X, class Input, class C = ComputeType<X>>
 __device__ __forceinline__ void column_range_stats(const X* x_column, std::int64_t x_axis_stride, std::int64_t first,
-                                                   std::int64_t end, std::int64_t axis_step, Stats<C> (&stats)[kPack]) {
+                                                   std::int64_t end, std::int64_t axis_step, const Input& input,
+                                                   Stats<C> (&stats)[kPack]) {
     if constexpr (std::is_same<C, float>::value) {
-        if (scaled_column_range_stats<kUnroll, kPack>(x_column, x_axis_stride, first, end, axis_step, stats)) return;
+        if (scaled_column_range_stats<kUnroll, kPack>(x_column, x_axis_stride, first, end, axis_step, input, stats)) {
+            return;
+        }
     }
     const std::int64_t x_step = axis_step * x_axis_stride;
     const std::int64_t stride = axis_step * kUnroll;
     const auto add_step = [&](std::int64_t j, Stats<C>* segment) {
         C values[kUnroll][kPack];
         load_column_step<kUnroll, kPack>(x_column + j * x_axis_stride, x_step, j + (kUnroll - 1) * axis_step < end,
-                                         [&](int u) { return j + u * axis_step < end; }, values);
+                                         input, [&](int u) { return j + u * axis_step < end; }, values);
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
             C column[kUnroll];
@@ -232,11 +240,11 @@ __device__ __forceinline__ void fold_column_stats(Stats<C> (&stats)[kPack], int 
 }
 
 // Writes y over this thread's axis positions in [first, end) of its kPack columns from their statistics,
-// kUnroll positions in flight per loop step. Softmax outputs take one exp relative to the max's scaled
-// shift and one multiply by a factor holding 1 / sum and the shift's rounding (ShiftedExpFast: an FFMA
-// and a MUFU.EX2), where every column's max allows the fast form; otherwise (double, special values) the
-// exact form.
-template <int kUnroll, int kPack, class X, class Y, class C = ComputeType<X>>
+// kUnroll positions in flight per loop step, each element the output formula's (common/epilogue.cuh: a
+// two-pass body's, ForwardOutput). Softmax outputs take one exp relative to the max's scaled shift and one
+// multiply by a factor holding 1 / sum and the shift's rounding (ShiftedExpFast: an FFMA and a MUFU.EX2),
+// where every column's max allows the fast form; otherwise (double, special values) the exact form.
+template <int kUnroll, int kPack, class X, class Y, class Input, class Output, class C = ComputeType<X>>
 __device__ __forceinline__ void column_range_write(const SpatialParams& args, const ColumnPlace& place,
                                                    std::int64_t first, std::int64_t end, std::int64_t axis_step,
                                                    const Stats<C> (&stats)[kPack]) {
@@ -244,7 +252,8 @@ __device__ __forceinline__ void column_range_write(const SpatialParams& args, co
     Y* y_column = static_cast<Y*>(args.y) + place.y_offset;
     const std::int64_t x_step = axis_step * args.x_axis_stride;
     const std::int64_t y_step = axis_step * args.y_axis_stride;
-    const bool log_mode = args.log_mode != 0;
+    const Input input = Input::of(args);
+    const Output output = Output::of(args);
     C log_sum[kPack];
     bool fast = true;
 #pragma unroll
@@ -259,14 +268,15 @@ __device__ __forceinline__ void column_range_write(const SpatialParams& args, co
         const auto outputs = [&](const C (&values)[kPack], C (&out)[kPack]) {
 #pragma unroll
             for (int k = 0; k < kPack; ++k) {
-                out[k] = log_mode ? values[k] - stats[k].max - log_sum[k] : form.make(stats[k].max)(values[k]) * factor[k];
+                const auto exp = form.make(stats[k].max);
+                out[k] = output.element_from_value(values[k], stats[k].max, log_sum[k], exp, factor[k]);
             }
         };
         for (std::int64_t j = first; j < end; j += axis_step * kUnroll) {
             const bool whole = j + (kUnroll - 1) * axis_step < end;
             const auto in_range = [&](int u) { return j + u * axis_step < end; };
             C values[kUnroll][kPack];
-            load_column_step<kUnroll, kPack>(x_column + j * args.x_axis_stride, x_step, whole, in_range, values);
+            load_column_step<kUnroll, kPack>(x_column + j * args.x_axis_stride, x_step, whole, input, in_range, values);
             Y* y_at = y_column + j * args.y_axis_stride;
             if (whole) {
 #pragma unroll
@@ -302,9 +312,13 @@ __global__ void __launch_bounds__(1024) spatial_online_softmax(const ParamBlock<
         const std::int64_t end = place.valid ? args.row_len : 0;  // an invalid column adds nothing
         const X* x_column = static_cast<const X*>(args.x) + place.x_offset;
         Stats<C> stats[1];
-        column_range_stats<kSpatialUnroll, 1>(x_column, args.x_axis_stride, axis_first, end, axis_step, stats);
+        column_range_stats<kSpatialUnroll, 1>(x_column, args.x_axis_stride, axis_first, end, axis_step,
+                                              PlainInput::of(args), stats);
         fold_column_stats<1>(stats, args.tile_width, column_partials);
-        if (place.valid) column_range_write<kSpatialUnroll, 1, X, Y>(args, place, axis_first, args.row_len, axis_step, stats);
+        if (place.valid) {
+            column_range_write<kSpatialUnroll, 1, X, Y, PlainInput, ForwardOutput>(args, place, axis_first,
+                                                                                  args.row_len, axis_step, stats);
+        }
     }
 }
 
@@ -348,7 +362,8 @@ __global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) 
     const std::int64_t end = place.valid ? split_chunk_end(args, chunk) : 0;  // an invalid vector adds nothing
     const X* x_column = static_cast<const X*>(args.x) + place.x_offset;
     Stats<C> stats[kPack];
-    column_range_stats<kSplitUnrollOf<kPack>, kPack>(x_column, args.x_axis_stride, first, end, axis_step, stats);
+    column_range_stats<kSplitUnrollOf<kPack>, kPack>(x_column, args.x_axis_stride, first, end, axis_step,
+                                                     PlainInput::of(args), stats);
     fold_column_stats<kPack>(stats, vectors, column_partials);
     if (threadIdx.x < static_cast<unsigned>(vectors)) {
         Stats<C>* partials = static_cast<Stats<C>*>(args.workspace) + (tile * args.chunks + chunk) * args.tile_width;
@@ -403,8 +418,8 @@ __global__ void __launch_bounds__(kSpatialSplitThreads, kSpatialSplitMinBlocks) 
     }
     fold_column_stats<kPack>(stats, vectors, column_partials);
     if (place.valid) {
-        column_range_write<kSplitUnrollOf<kPack>, kPack, X, Y>(args, place, chunk * args.slice_len + axis_first,
-                                                                 split_chunk_end(args, chunk), axis_step, stats);
+        column_range_write<kSplitUnrollOf<kPack>, kPack, X, Y, PlainInput, ForwardOutput>(
+            args, place, chunk * args.slice_len + axis_first, split_chunk_end(args, chunk), axis_step, stats);
     }
 }
 
