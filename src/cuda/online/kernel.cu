@@ -76,18 +76,21 @@ __device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack>
     if (stats.sum != stats.sum) stats.max = stats.sum;  // the Stats invariant: a NaN sum makes a NaN max
 }
 
-// This thread's share of the statistics of x[0, count), threads striding; any alignment. kShortRange: a
-// split-row chunk (a few loop steps a thread), summed in one loop; a whole row is summed in segments
-// (segmented_stats), whose extra combine costs split-row's short chunks time and brings them nothing
-// (performance.md#split-row-chunks-and-kernels).
-template <bool kShortRange, class X, class C = ComputeType<X>>
-__device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, int tid, int threads) {
+// This thread's share of the statistics of x[0, count) through the input transform, threads striding; any
+// alignment. kShortRange: a split-row chunk (a few loop steps a thread), summed in one loop; a whole row is
+// summed in segments (segmented_stats), whose extra combine costs split-row's short chunks time and brings
+// them nothing (performance.md#split-row-chunks-and-kernels).
+template <bool kShortRange, class X, class Input, class C = ComputeType<X>>
+__device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, const Input& input, int tid,
+                                                int threads) {
     constexpr int kPack = kPackOf<X>;
     const RangeSplit split = split_range<kPack>(x, count);
     const X* body = x + split.head;
     const std::int64_t step = static_cast<std::int64_t>(threads) * kRangeUnroll;
     const auto add_step_at = [&](std::int64_t p, Stats<C>& segment) {
-        if constexpr (sizeof(X) == 2) {
+        // 16-bit x taken as it is: the max on its packed pairs (add_step). An input transformed otherwise
+        // widens them first, as f32 does.
+        if constexpr (sizeof(X) == 2 && Input::kRaw) {
             Packed<X, kPack> raw[kRangeUnroll];
             bool loaded[kRangeUnroll];
 #pragma unroll
@@ -106,6 +109,8 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
                 const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
                 if (pack < split.packs) {
                     load_pack(body + pack * kPack, &values[u * kPack]);
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) values[u * kPack + k] = input(values[u * kPack + k]);
                 } else {
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) values[u * kPack + k] = neg_inf<C>();
@@ -117,7 +122,7 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
     // The unaligned head (under kPack elements, one per thread).
     const auto add_head = [&](Stats<C>& into) {
         if (tid < split.head) {
-            const C value = to_compute(x[tid]);
+            const C value = input(to_compute(x[tid]));
             add_chunk<1>(into, &value);
         }
     };
@@ -130,7 +135,7 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
         add_head(stats);
     }
     for (std::int64_t k = split.tail + tid; k < count; k += threads) {
-        const C value = to_compute(x[k]);
+        const C value = input(to_compute(x[k]));
         add_chunk<1>(stats, &value);
     }
     return stats;
@@ -167,9 +172,9 @@ __device__ __forceinline__ WriteStep<X, Y> load_first_write_step(const X* x, std
 // (y's packs are stored whole when y is aligned like x, element-wise otherwise). kFirstLoaded: `first`
 // holds this thread's first step (load_first_write_step); otherwise it is ignored. The last pass over
 // x: packs are read and written streaming, so the x still to be re-read keeps its place in L2. Each element
-// is output_formula's (common/epilogue.cuh).
-template <bool kFirstLoaded, class X, class Y, class C, class Output>
-__device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count, Stats<C> stats,
+// is output_formula's of the input transform's value (common/epilogue.cuh).
+template <bool kFirstLoaded, class X, class Y, class C, class Input, class Output>
+__device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count, Stats<C> stats, const Input& input,
                                             const Output& output_formula, int tid, int threads,
                                             const WriteStep<X, Y>& first) {
     constexpr int kPack = WriteStep<X, Y>::kPack;
@@ -178,7 +183,9 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
     const C log_sum = output_formula.log_sum_of(stats.sum);
     with_shifted_exp(stats.max, [&](const auto& exp) {
         const C factor = exp.unbias() * reciprocal(stats.sum);
-        const auto output = [&](C v) { return output_formula.element_from_value(v, stats.max, log_sum, exp, factor); };
+        const auto output = [&](C v) {
+            return output_formula.element_from_value(input(v), stats.max, log_sum, exp, factor);
+        };
         if (tid < split.head) y[tid] = StoreAs<Y>::from(output(to_compute(x[tid])));
         Y* y_body = y + split.head;
         const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
@@ -242,7 +249,7 @@ __global__ void __launch_bounds__(512) block_online_softmax(const ParamBlock<Onl
     Y* y = static_cast<Y*>(args.y);
     for (std::int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {
         const X* x_row = x + row * args.x_row_stride;
-        Stats<C> stats = range_stats<false>(x_row, args.row_len, threadIdx.x, blockDim.x);
+        Stats<C> stats = range_stats<false>(x_row, args.row_len, PlainInput::of(args), threadIdx.x, blockDim.x);
         // 16-bit x: the write's first loads go out before the statistics are combined, so the combine
         // overlaps them; f32 x lost that way (more registers), so it loads them after
         // (performance.md#block-online).
@@ -250,8 +257,8 @@ __global__ void __launch_bounds__(512) block_online_softmax(const ParamBlock<Onl
         WriteStep<X, Y> first;
         if constexpr (kPreload) first = load_first_write_step<X, Y>(x_row, args.row_len, threadIdx.x, blockDim.x);
         stats = block_combine_stats(stats, scratch);
-        range_write<kPreload>(x_row, y + row * args.y_row_stride, args.row_len, stats, ForwardOutput{args.log_mode != 0},
-                              threadIdx.x, blockDim.x, first);
+        range_write<kPreload>(x_row, y + row * args.y_row_stride, args.row_len, stats, PlainInput::of(args),
+                              ForwardOutput::of(args), threadIdx.x, blockDim.x, first);
     }
 }
 
@@ -277,7 +284,7 @@ __global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(
     const std::int64_t count = chunk_count(args, chunk);
     for (std::int64_t row = blockIdx.y; row < args.rows; row += gridDim.y) {
         const X* x_chunk = x + row * args.x_row_stride + chunk * args.slice_len;
-        Stats<C> stats = range_stats<true>(x_chunk, count, threadIdx.x, blockDim.x);
+        Stats<C> stats = range_stats<true>(x_chunk, count, PlainInput::of(args), threadIdx.x, blockDim.x);
         stats = block_combine_stats(stats, scratch);
         if (threadIdx.x == 0) partials[row * args.chunks + chunk] = stats;
     }
@@ -308,8 +315,8 @@ __global__ void __launch_bounds__(512, 2) split_row_write(const ParamBlock<Onlin
             stats = combine(stats, partials[row * args.chunks + c]);
         }
         stats = block_combine_stats(stats, scratch);
-        range_write<true>(x_chunk, y + row * args.y_row_stride + offset, count, stats, ForwardOutput{args.log_mode != 0},
-                          threadIdx.x, blockDim.x, first);
+        range_write<true>(x_chunk, y + row * args.y_row_stride + offset, count, stats, PlainInput::of(args),
+                          ForwardOutput::of(args), threadIdx.x, blockDim.x, first);
     }
 }
 
