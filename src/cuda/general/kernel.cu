@@ -70,7 +70,7 @@ __device__ __forceinline__ void general_rows(const GeneralParams& args, const In
 
 template <class X, class Y>
 __global__ void __launch_bounds__(256) general_softmax(const ParamBlock<GeneralParams> args) {
-    general_rows<X, Y>(args, PlainInput{}, ForwardOutput{args.log_mode != 0});
+    general_rows<X, Y>(args, PlainInput::of(args), ForwardOutput::of(args));
 }
 
 }  // namespace

@@ -199,11 +199,11 @@ __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
     const auto body = [&](auto index_tag) {
         using Index = typename decltype(index_tag)::type;
         if (args.log_mode != 0) {
-            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, PlainInput, LogSoftmaxOutput, Index>(args,
-                                                                                                     PlainInput{});
+            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, PlainInput, LogSoftmaxOutput, Index>(
+                args, PlainInput::of(args));
         } else {
-            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, PlainInput, SoftmaxOutput, Index>(args,
-                                                                                                  PlainInput{});
+            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, PlainInput, SoftmaxOutput, Index>(
+                args, PlainInput::of(args));
         }
     };
     if constexpr (kCols * kRowsPerThread <= kWarpOffsets32MaxValues) {
