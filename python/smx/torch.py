@@ -15,9 +15,11 @@ ctypes binding (same results, more host time per call). docs/python.md says how 
 import atexit
 import ctypes
 import hashlib
+import importlib.util
 import os
 import re
 import sys
+import sysconfig
 import warnings
 
 import torch
@@ -175,20 +177,37 @@ def _build_folder():
     return os.path.join(cache, "smx", "torch")
 
 
-def _extension_name():
-    """smx_torch_<digest>: the digest covers what the binary depends on (source, torch, Python), so a
-    changed source or another torch gets its own build instead of a stale one."""
+def _python_headers_found():
+    """Whether Python.h is where torch's extension builder looks for it: then the extension is also built as
+    a Python module with the eager binding (SMX_TORCH_PYTHON in csrc/smx_torch.cpp)."""
+    include = sysconfig.get_path("include", scheme="posix_prefix")
+    return bool(include) and os.path.isfile(os.path.join(include, "Python.h"))
+
+
+def _extension_name(python_binding):
+    """smx_torch_<digest>: the digest covers what the binary depends on (source, torch, Python, whether it
+    holds the Python binding), so a changed source or another torch gets its own build instead of a stale one."""
     digest = hashlib.sha256()
     with open(_SOURCE, "rb") as source:
         digest.update(source.read())
-    digest.update(f"{torch.__version__} {torch.__file__} {sys.version}".encode())
+    digest.update(f"{torch.__version__} {torch.__file__} {sys.version} {python_binding}".encode())
     return f"smx_torch_{digest.hexdigest()[:16]}"
 
 
+def _import_binding(name, path):
+    """The extension's Python module (its PyInit runs; the library itself is already loaded)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _load_extension():
-    """The extension's path, loaded into torch.ops and bound to libsmx; built first when absent (once per
-    source, torch and Python: ~15 s on two cores). Raises when it cannot be built or loaded."""
-    name = _extension_name()
+    """(path, the library through ctypes, its Python binding or None): loaded into torch.ops and bound to
+    libsmx; built first when absent (once per source, torch and Python: ~15 s on two cores). Raises when it
+    cannot be built or loaded."""
+    python_binding = _python_headers_found()
+    name = _extension_name(python_binding)
     folder = os.path.join(_build_folder(), name)
     path = os.path.join(folder, name + ".so")
     try:
@@ -196,9 +215,11 @@ def _load_extension():
     except OSError:  # not built yet (or a build cut short): build it; cpp_extension locks the folder
         from torch.utils import cpp_extension
         os.makedirs(folder, exist_ok=True)
-        # No Python headers and no CUDA toolkit needed: the source includes neither.
-        cpp_extension.load(name, [_SOURCE], extra_cflags=["-O2", "-DNDEBUG"], build_directory=folder,
-                           with_cuda=False, is_python_module=False, verbose=False)
+        # No CUDA toolkit needed, and the Python headers only for the eager binding, which is left out
+        # where they are missing (smx.softmax then calls torch.ops.smx.*).
+        flags = ["-O2", "-DNDEBUG"] + (["-DSMX_TORCH_PYTHON"] if python_binding else [])
+        cpp_extension.load(name, [_SOURCE], extra_cflags=flags, build_directory=folder, with_cuda=False,
+                           is_python_module=False, verbose=False)
     extension = ctypes.CDLL(path)
 
     def lookup(function_name):
@@ -212,7 +233,7 @@ def _load_extension():
         raise RuntimeError(f"the loaded libsmx ({_lib.path}) lacks entry point {unresolved} that the extension uses")
     extension.smx_torch_cache_info.argtypes = [ctypes.POINTER(ctypes.c_int64)]
     atexit.register(extension.smx_torch_release)  # descriptors and handles go while libsmx is loaded
-    return path, extension
+    return path, extension, _import_binding(name, path) if python_binding else None
 
 
 def _register_python_kernels():
@@ -291,12 +312,13 @@ def _register_python_backward_kernels():
 
 
 _extension = None
+_binding = None  # the extension's Python module (the eager calls), where it was built with one
 extension_path = None  # the loaded extension's file, or None on the Python kernels
 if os.environ.get("SMX_TORCH_EXTENSION", "1").strip() == "0":  # asked for the Python kernels
     _register_python_kernels()
 else:
     try:
-        extension_path, _extension = _load_extension()
+        extension_path, _extension, _binding = _load_extension()
     except Exception as error:  # no compiler, no ninja, a failed build: the Python kernels still work
         warnings.warn(f"smx: the torch extension could not be built or loaded ({type(error).__name__}: {error}); "
                       "torch.ops.smx runs through the ctypes binding instead, at several us more host time per "

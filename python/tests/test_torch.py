@@ -361,6 +361,35 @@ def test_repeated_problems_reuse_one_cached_descriptor(rng):
     assert smx_torch._cache_info()[1] == misses + 1
 
 
+def test_the_extension_holds_the_eager_binding_where_the_python_headers_are():
+    expected = smx_torch.backend() == "extension" and smx_torch._python_headers_found()
+    assert (smx_torch._binding is not None) == expected
+
+
+def test_the_extension_without_the_python_headers_runs_without_the_binding():
+    # Where Python.h is missing (some Python installs lack it), the extension is built without the binding
+    # and smx.softmax calls torch.ops.smx; a process of its own (the kernels are registered once per process).
+    script = ("import sysconfig\n"
+              "found = sysconfig.get_path\n"
+              "sysconfig.get_path = lambda name, *args, **kwargs: ('/nonexistent' if name == 'include' else "
+              "found(name, *args, **kwargs))\n"
+              "import warnings, torch, smx\n"
+              "with warnings.catch_warnings():\n"
+              "    warnings.simplefilter('error', RuntimeWarning)  # the build must succeed\n"
+              "    import smx.torch\n"
+              "assert smx.torch.backend() == 'extension' and smx.torch._binding is None\n"
+              "x = torch.randn(5, 33, dtype=torch.float64) * 3\n"
+              "torch.testing.assert_close(smx.softmax(x, 0), torch.softmax(x, 0), rtol=1e-12, atol=0)\n"
+              "out = torch.empty(5, 33)\n"
+              "smx.log_softmax(x, out=out)\n"
+              "torch.testing.assert_close(out, torch.log_softmax(x, -1).float(), rtol=1e-5, atol=1e-6)\n"
+              "print('ok')\n")
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), SMX_LIBRARY=smx.library_path())
+    done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 def test_numpy_arrays_keep_the_ctypes_path_with_torch_imported(rng):
     x = (rng.standard_normal((5, 40)) * 3).astype(np.float32)
     y = smx.softmax(x)
