@@ -562,6 +562,10 @@ def test_host_overhead_bench_runs_on_cpu_tensors_and_writes_json(tmp_path):
     written = json.loads(report.read_text())
     assert written["device"] == "cpu" and written["torch"] == torch.__version__ and written["commit"]
     callers = {"torch.softmax", "torch.ops.smx.softmax", "smx.softmax", "smx ctypes path"}
+    if smx_torch._binding is not None:
+        callers.add("smx binding")
+    assert written["binding"] == (smx_torch._binding is not None)
     assert {(row["caller"], row["variant"], tuple(row["shape"])) for row in written["results"]} == {
         (caller, variant, shape) for caller in callers for variant in ("plain", "out=") for shape in ((4, 8), (2, 3, 4))}
     assert all(row["host_us"] > 0 and len(row["host_samples_us"]) == 2 for row in written["results"])
+    assert all(row["plan"].startswith("cpu ") for row in written["results"])
