@@ -178,10 +178,13 @@ def _build_folder():
 
 
 def _python_headers_found():
-    """Whether Python.h is where torch's extension builder looks for it: then the extension is also built as
-    a Python module with the eager binding (SMX_TORCH_PYTHON in csrc/smx_torch.cpp)."""
-    include = sysconfig.get_path("include", scheme="posix_prefix")
-    return bool(include) and os.path.isfile(os.path.join(include, "Python.h"))
+    """Whether the compiler will find Python.h: in the folder torch's extension builder adds (sysconfig's), or
+    in one g++ searches by itself (CPATH, CPLUS_INCLUDE_PATH). Then the extension is also built as a Python
+    module with the eager binding (SMX_TORCH_PYTHON in csrc/smx_torch.cpp)."""
+    folders = [sysconfig.get_path("include", scheme="posix_prefix") or ""]
+    for variable in ("CPATH", "CPLUS_INCLUDE_PATH"):
+        folders += os.environ.get(variable, "").split(os.pathsep)
+    return any(folder and os.path.isfile(os.path.join(folder, "Python.h")) for folder in folders)
 
 
 def _extension_name(python_binding):

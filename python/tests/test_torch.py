@@ -481,6 +481,22 @@ def test_calls_the_binding_would_not_see_as_torch_ops_does_go_through_torch_ops(
     assert calls.count == 3
 
 
+def test_python_headers_are_looked_for_where_torch_s_builder_and_g_plus_plus_look(tmp_path, monkeypatch):
+    import sysconfig
+    monkeypatch.setattr(sysconfig, "get_path", lambda name, *args, **kwargs: str(tmp_path / "none"))
+    monkeypatch.delenv("CPATH", raising=False)
+    monkeypatch.delenv("CPLUS_INCLUDE_PATH", raising=False)
+    assert not smx_torch._python_headers_found()
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "Python.h").write_text("")
+    folders = ["", str(tmp_path / "elsewhere"), str(tmp_path / "include")]
+    monkeypatch.setenv("CPLUS_INCLUDE_PATH", os.pathsep.join(folders))
+    assert smx_torch._python_headers_found()
+    monkeypatch.delenv("CPLUS_INCLUDE_PATH")
+    monkeypatch.setattr(sysconfig, "get_path", lambda name, *args, **kwargs: str(tmp_path / "include"))
+    assert smx_torch._python_headers_found()
+
+
 def test_the_extension_without_the_python_headers_runs_without_the_binding():
     # Where Python.h is missing (some Python installs lack it), the extension is built without the binding
     # and smx.softmax calls torch.ops.smx; a process of its own (the kernels are registered once per process).
@@ -500,6 +516,8 @@ def test_the_extension_without_the_python_headers_runs_without_the_binding():
               "torch.testing.assert_close(out, torch.log_softmax(x, -1).float(), rtol=1e-5, atol=1e-6)\n"
               "print('ok')\n")
     environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), SMX_LIBRARY=smx.library_path())
+    for variable in ("CPATH", "CPLUS_INCLUDE_PATH"):  # folders g++ would find Python.h in
+        environment.pop(variable, None)
     done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
