@@ -7,7 +7,9 @@ Each sample times `--calls` back-to-back calls (host time until the last one ret
 GPU), then synchronizes once (the "with sync" column adds that wait, so a case the device cannot keep up with
 shows there). The callers take turns sample by sample, so drift hits them alike; the table gives the median
 over `--samples` samples. On a machine without a GPU it runs on CPU tensors (a smoke run: host time there is
-mostly the computation). SMX_TORCH_EXTENSION=0 in the environment times the operators' Python kernels."""
+mostly the computation). SMX_TORCH_EXTENSION=0 in the environment times the operators' Python kernels.
+Each shape's line names the plan libsmx runs it with (a cooperative or two-kernel launch costs more host time
+than one plain launch)."""
 
 import argparse
 import json
@@ -39,14 +41,19 @@ def parse_shape(text):
 def callers(x, out):
     """name -> (plain call, call with out=), each computing softmax along the last dim."""
     softmax_op, softmax_out_op = torch.ops.smx.softmax.default, torch.ops.smx.softmax.out
-    return {
+    by_name = {
         "torch.softmax": (lambda: torch.softmax(x, -1), lambda: torch.softmax(x, -1, out=out)),
         "torch.ops.smx.softmax": (lambda: softmax_op(x, -1), lambda: softmax_out_op(x, -1, y=out)),
         "smx.softmax": (lambda: smx.softmax(x, -1), lambda: smx.softmax(x, -1, out=out)),
-        # The ctypes binding's own call, which NumPy and CuPy arrays still take: the cost the operators remove.
-        "smx ctypes path": (lambda: smx._forward(x, -1, None, None, None, 1),
-                            lambda: smx._forward(x, -1, None, out, None, 1)),
     }
+    binding = smx.torch._binding
+    if binding is not None:
+        # What smx.softmax calls in eager mode, without smx.softmax's own Python around it.
+        by_name["smx binding"] = (lambda: binding.softmax(x, -1, None), lambda: binding.softmax_out(x, -1, None, out))
+    # The ctypes binding's own call, which NumPy and CuPy arrays still take: the cost the operators remove.
+    by_name["smx ctypes path"] = (lambda: smx._forward(x, -1, None, None, None, 1),
+                                  lambda: smx._forward(x, -1, None, out, None, 1))
+    return by_name
 
 
 def time_cases(cases, calls, samples, warm_up, synchronize):
@@ -98,10 +105,11 @@ def main():
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     device_name = torch.cuda.get_device_name() if device == "cuda" else (platform.processor() or platform.machine())
     header = {"device": device, "device_name": device_name, "torch": torch.__version__, "commit": commit(),
-              "libsmx": smx.library_path(), "backend": smx.torch.backend(), "calls": calls,
-              "samples": arguments.samples, "python": platform.python_version()}
+              "libsmx": smx.library_path(), "backend": smx.torch.backend(),
+              "binding": smx.torch._binding is not None, "calls": calls, "samples": arguments.samples,
+              "python": platform.python_version()}
     print(f"{device_name} ({device}), torch {torch.__version__}, smx {header['commit']}, operators: "
-          f"{header['backend']}, libsmx {header['libsmx']}")
+          f"{header['backend']}{' with the eager binding' if header['binding'] else ''}, libsmx {header['libsmx']}")
     print(f"host us per call, median of {arguments.samples} samples of {calls} back-to-back calls "
           "(in brackets: with the final synchronize)")
     results = []
@@ -109,6 +117,8 @@ def main():
         generator = torch.Generator(device=device).manual_seed(0)
         x = (torch.randn(shape, generator=generator, device=device) * 3).to(dtype)
         out = torch.empty_like(x)
+        plan = smx.plan(x)
+        print(f"{'x'.join(map(str, shape))} {str(dtype).replace('torch.', '')}: {plan}")
         by_caller = callers(x, out)
         for variant, index in (("plain", 0), ("out=", 1)):
             cases = {name: pair[index] for name, pair in by_caller.items()}
@@ -119,7 +129,7 @@ def main():
                 median, median_sync = statistics.median(host), statistics.median(with_sync)
                 row.append(f"{name} {median:6.2f} ({median_sync:6.2f})")
                 results.append({"shape": list(shape), "dtype": str(dtype).replace("torch.", ""), "variant": variant,
-                                "caller": name, "host_us": median, "with_sync_us": median_sync,
+                                "plan": plan, "caller": name, "host_us": median, "with_sync_us": median_sync,
                                 "host_samples_us": host, "with_sync_samples_us": with_sync})
             print(f"{label:28s} " + " | ".join(row))
     if arguments.json:

@@ -170,10 +170,12 @@ def _import_operators():
 def _torch_route(x):
     """smx.torch (imported on first use) when x is a torch tensor, whose calls go through torch.ops.smx;
     else None. torch itself is never imported here: whoever holds a tensor has imported it."""
+    if _operators is not None:  # the common case, asked first: it costs on every call
+        return _operators if isinstance(x, _operators._Tensor) else None
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(x, torch.Tensor):
         return None
-    return _operators or _import_operators()
+    return _import_operators()
 
 
 def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):

@@ -15,9 +15,11 @@ ctypes binding (same results, more host time per call). docs/python.md says how 
 import atexit
 import ctypes
 import hashlib
+import importlib.util
 import os
 import re
 import sys
+import sysconfig
 import warnings
 
 import torch
@@ -175,20 +177,40 @@ def _build_folder():
     return os.path.join(cache, "smx", "torch")
 
 
-def _extension_name():
-    """smx_torch_<digest>: the digest covers what the binary depends on (source, torch, Python), so a
-    changed source or another torch gets its own build instead of a stale one."""
+def _python_headers_found():
+    """Whether the compiler will find Python.h: in the folder torch's extension builder adds (sysconfig's), or
+    in one g++ searches by itself (CPATH, CPLUS_INCLUDE_PATH). Then the extension is also built as a Python
+    module with the eager binding (SMX_TORCH_PYTHON in csrc/smx_torch.cpp)."""
+    folders = [sysconfig.get_path("include", scheme="posix_prefix") or ""]
+    for variable in ("CPATH", "CPLUS_INCLUDE_PATH"):
+        folders += os.environ.get(variable, "").split(os.pathsep)
+    return any(folder and os.path.isfile(os.path.join(folder, "Python.h")) for folder in folders)
+
+
+def _extension_name(python_binding):
+    """smx_torch_<digest>: the digest covers what the binary depends on (source, torch, Python, whether it
+    holds the Python binding), so a changed source or another torch gets its own build instead of a stale one."""
     digest = hashlib.sha256()
     with open(_SOURCE, "rb") as source:
         digest.update(source.read())
-    digest.update(f"{torch.__version__} {torch.__file__} {sys.version}".encode())
+    digest.update(f"{torch.__version__} {torch.__file__} {sys.version} {python_binding}".encode())
     return f"smx_torch_{digest.hexdigest()[:16]}"
 
 
+def _import_binding(name, path):
+    """The extension's Python module (its PyInit runs; the library itself is already loaded)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _load_extension():
-    """The extension's path, loaded into torch.ops and bound to libsmx; built first when absent (once per
-    source, torch and Python: ~15 s on two cores). Raises when it cannot be built or loaded."""
-    name = _extension_name()
+    """(path, the library through ctypes, its Python binding or None): loaded into torch.ops and bound to
+    libsmx; built first when absent (once per source, torch and Python: ~15 s on two cores). Raises when it
+    cannot be built or loaded."""
+    python_binding = _python_headers_found()
+    name = _extension_name(python_binding)
     folder = os.path.join(_build_folder(), name)
     path = os.path.join(folder, name + ".so")
     try:
@@ -196,9 +218,11 @@ def _load_extension():
     except OSError:  # not built yet (or a build cut short): build it; cpp_extension locks the folder
         from torch.utils import cpp_extension
         os.makedirs(folder, exist_ok=True)
-        # No Python headers and no CUDA toolkit needed: the source includes neither.
-        cpp_extension.load(name, [_SOURCE], extra_cflags=["-O2", "-DNDEBUG"], build_directory=folder,
-                           with_cuda=False, is_python_module=False, verbose=False)
+        # No CUDA toolkit needed, and the Python headers only for the eager binding, which is left out
+        # where they are missing (smx.softmax then calls torch.ops.smx.*).
+        flags = ["-O2", "-DNDEBUG"] + (["-DSMX_TORCH_PYTHON"] if python_binding else [])
+        cpp_extension.load(name, [_SOURCE], extra_cflags=flags, build_directory=folder, with_cuda=False,
+                           is_python_module=False, verbose=False)
     extension = ctypes.CDLL(path)
 
     def lookup(function_name):
@@ -212,7 +236,7 @@ def _load_extension():
         raise RuntimeError(f"the loaded libsmx ({_lib.path}) lacks entry point {unresolved} that the extension uses")
     extension.smx_torch_cache_info.argtypes = [ctypes.POINTER(ctypes.c_int64)]
     atexit.register(extension.smx_torch_release)  # descriptors and handles go while libsmx is loaded
-    return path, extension
+    return path, extension, _import_binding(name, path) if python_binding else None
 
 
 def _register_python_kernels():
@@ -291,12 +315,13 @@ def _register_python_backward_kernels():
 
 
 _extension = None
+_binding = None  # the extension's Python module (the eager calls), where it was built with one
 extension_path = None  # the loaded extension's file, or None on the Python kernels
 if os.environ.get("SMX_TORCH_EXTENSION", "1").strip() == "0":  # asked for the Python kernels
     _register_python_kernels()
 else:
     try:
-        extension_path, _extension = _load_extension()
+        extension_path, _extension, _binding = _load_extension()
     except Exception as error:  # no compiler, no ninja, a failed build: the Python kernels still work
         warnings.warn(f"smx: the torch extension could not be built or loaded ({type(error).__name__}: {error}); "
                       "torch.ops.smx runs through the ctypes binding instead, at several us more host time per "
@@ -350,15 +375,32 @@ def _launch_stream(stream, device):
     return torch.cuda.ExternalStream(handle, device=device)
 
 
-def _run(functional, out_variant, x, dim, dtype, out, stream):
-    """One smx call on a torch tensor through the operators; smx's own exceptions for libsmx's errors."""
+# Read once: _run asks them on every call. Only Dynamo needs the torch.ops call (it cannot trace into the
+# binding); every other tracer (make_fx, export, dispatch modes) sees the binding's calls in the dispatcher.
+_Tensor = torch.Tensor  # also what smx.softmax routes here
+_is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+_torch_function_mode_enabled = torch._C._is_torch_function_mode_enabled
+
+
+def _run(functional, out_variant, x, dim, dtype, out, stream, unboxed=None):
+    """One smx call on a torch tensor through the operators; smx's own exceptions for libsmx's errors.
+    `unboxed`: the extension binding's (functional, out) functions of the same operator, or None; called
+    instead of torch.ops in eager mode, where they compute the same through the same kernels."""
     if dtype is not None:
         dtype = _torch_dtype(dtype)
     if stream is not None:
-        return _run_on_stream(functional, out_variant, x, dim, dtype, out, stream)
+        return _run_on_stream(functional, out_variant, x, dim, dtype, out, stream, unboxed)
+    # Dynamo must see the operator, so it traces the torch.ops call; exact tensors and an int dim with no
+    # __torch_function__ mode active are what the binding takes as torch.ops would (other types of x, out or
+    # dim get torch.ops' __torch_function__ handling and argument conversions).
+    direct = (unboxed is not None and not _is_dynamo_compiling() and type(x) is _Tensor and type(dim) is int
+              and not _torch_function_mode_enabled())
     try:
         if out is None:
-            return functional(x, dim, dtype)
+            return unboxed[0](x, dim, dtype) if direct else functional(x, dim, dtype)
+        if direct and type(out) is _Tensor:
+            unboxed[1](x, dim, dtype, out)
+            return out
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out is a {_arrays.library_of(out)} array but x is a torch array; smx writes only "
                             "into arrays of x's own library")
@@ -371,14 +413,19 @@ def _run(functional, out_variant, x, dim, dtype, out, stream):
         raise translated from None
 
 
-def _run_on_stream(functional, out_variant, x, dim, dtype, out, stream):
+def _run_on_stream(functional, out_variant, x, dim, dtype, out, stream, unboxed=None):
     """stream= given: the operators run with it as torch's current stream (on the CPU it is checked, then
     ignored)."""
     if x.device.type != "cuda":
         _arrays.stream_handle(stream)
-        return _run(functional, out_variant, x, dim, dtype, out, None)
+        return _run(functional, out_variant, x, dim, dtype, out, None, unboxed)
     with torch.cuda.stream(_launch_stream(stream, x.device)):
-        return _run(functional, out_variant, x, dim, dtype, out, None)
+        return _run(functional, out_variant, x, dim, dtype, out, None, unboxed)
+
+
+def _unboxed(name):
+    """The binding's (functional, out) functions of operator `name`, or None where there is no binding."""
+    return None if _binding is None else (getattr(_binding, name), getattr(_binding, name + "_out"))
 
 
 # Looked up once: each torch.ops attribute step costs on every call.
@@ -387,16 +434,18 @@ _log_softmax, _log_softmax_out = torch.ops.smx.log_softmax.default, torch.ops.sm
 _softmax_backward, _softmax_backward_out = torch.ops.smx.softmax_backward.default, torch.ops.smx.softmax_backward.out
 _log_softmax_backward = torch.ops.smx.log_softmax_backward.default
 _log_softmax_backward_out = torch.ops.smx.log_softmax_backward.out
+_softmax_unboxed, _log_softmax_unboxed = _unboxed("softmax"), _unboxed("log_softmax")
 
 
 def softmax(x, dim=-1, dtype=None, out=None, stream=None):
-    """smx.softmax for a torch tensor: torch.ops.smx.softmax (.out with out=), on `stream` when given."""
-    return _run(_softmax, _softmax_out, x, dim, dtype, out, stream)
+    """smx.softmax for a torch tensor: torch.ops.smx.softmax (.out with out=), on `stream` when given; in
+    eager mode through the binding's unboxed call of it."""
+    return _run(_softmax, _softmax_out, x, dim, dtype, out, stream, _softmax_unboxed)
 
 
 def log_softmax(x, dim=-1, dtype=None, out=None, stream=None):
-    """smx.log_softmax for a torch tensor: torch.ops.smx.log_softmax (.out with out=)."""
-    return _run(_log_softmax, _log_softmax_out, x, dim, dtype, out, stream)
+    """smx.log_softmax for a torch tensor: torch.ops.smx.log_softmax (.out with out=), as softmax."""
+    return _run(_log_softmax, _log_softmax_out, x, dim, dtype, out, stream, _log_softmax_unboxed)
 
 
 def _run_backward(functional, out_variant, grad_output, output, dim, dtype, out, stream):

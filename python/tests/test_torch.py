@@ -361,6 +361,168 @@ def test_repeated_problems_reuse_one_cached_descriptor(rng):
     assert smx_torch._cache_info()[1] == misses + 1
 
 
+NEEDS_BINDING = pytest.mark.skipif(smx_torch._binding is None, reason="the extension was built without the Python "
+                                   "headers (or not at all), so it has no eager binding")
+
+
+def test_the_extension_holds_the_eager_binding_where_the_python_headers_are():
+    expected = smx_torch.backend() == "extension" and smx_torch._python_headers_found()
+    assert (smx_torch._binding is not None) == expected
+
+
+def with_special_rows(x):
+    """x (2-d, at least 6 rows of 4+) with rows of NaN, +inf, all -inf, -inf among finite, huge and tiny values."""
+    x = x.clone()
+    x[0, 1], x[1, 2], x[2] = float("nan"), float("inf"), float("-inf")
+    x[3, ::2] = float("-inf")
+    x[4] *= 1e4
+    x[5] *= 1e-4
+    return x
+
+
+def recording_mode(base, hook):
+    """(a mode of class `base` whose `hook` records each function it sees by name, the list of names)."""
+    seen = []
+
+    def record(self, func, types, args=(), kwargs=None):
+        seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+    return type("Recorder", (base,), {hook: record})(), seen
+
+
+class OperatorCalls:
+    """Counts the torch.ops calls smx.softmax / log_softmax make, by standing in for them in smx.torch."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        for name in ("_softmax", "_softmax_out", "_log_softmax", "_log_softmax_out"):
+            monkeypatch.setattr(smx_torch, name, self.counting(getattr(smx_torch, name)))
+
+    def counting(self, operator):
+        def call(*args, **kwargs):
+            self.count += 1
+            return operator(*args, **kwargs)
+        return call
+
+
+@NEEDS_BINDING
+@pytest.mark.parametrize("log", MODES)
+def test_eager_calls_take_the_binding_and_give_the_operators_results(rng, log, monkeypatch):
+    calls = OperatorCalls(monkeypatch)
+    base = with_special_rows(random_tensor(rng, (6, 70), "float32"))
+    for name, x in {**layouts(rng), "special": base, "special_transposed": base.t().contiguous().t()}.items():
+        for dim in range(-max(x.dim(), 1), max(x.dim(), 1)):
+            for dtype in (None, torch.bfloat16):
+                expected = op(log)(x, dim, dtype)
+                got = wrapper(log)(x, dim, dtype=dtype)
+                assert (got.dtype, got.stride()) == (expected.dtype, expected.stride()), name
+                assert torch.equal(got.nan_to_num(7.0), expected.nan_to_num(7.0)), name  # bit for bit, NaN where NaN
+                assert torch.equal(got.isnan(), expected.isnan()), name
+                out = torch.full_like(expected, float("nan"))
+                assert wrapper(log)(x, dim, dtype=dtype, out=out) is out
+                assert torch.equal(out.nan_to_num(7.0), expected.nan_to_num(7.0)), name
+    assert_matches_reference(wrapper(log)(base, 1), base, 1, log)
+    assert calls.count == 0, "an eager call went through torch.ops instead of the binding"
+
+
+@NEEDS_BINDING
+def test_the_binding_keeps_autograd_and_the_operators_refusals(rng, monkeypatch):
+    calls = OperatorCalls(monkeypatch)
+    x = random_tensor(rng, (4, 9), "float64").requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: smx.log_softmax(t, 0), (x,))
+    with pytest.raises(RuntimeError, match="does not support automatic differentiation"):
+        smx.softmax(x, out=torch.empty(4, 9, dtype=torch.float64))
+    with pytest.raises(IndexError, match=r"range of \[-2, 1\], but got -3"):
+        smx.softmax(x, -3)
+    with pytest.raises(smx.SmxValueError, match="BAD_PARAM_OVERLAP"):
+        smx.softmax(x.detach(), out=torch.empty(1, 9, dtype=torch.float64).expand(4, 9))
+    assert calls.count == 0
+    with pytest.raises(TypeError, match="expected \\(x: Tensor, dim: int"):
+        smx_torch._binding.softmax(x, 1.0, None)
+
+
+@NEEDS_BINDING
+def test_dispatch_modes_the_profiler_and_make_fx_see_the_binding_s_calls(rng):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    x, out = random_tensor(rng, (3, 5), "float32"), torch.empty(3, 5)
+    mode, seen = recording_mode(TorchDispatchMode, "__torch_dispatch__")
+    with mode:
+        smx.softmax(x)
+        smx.log_softmax(x, 0, out=out)
+    smx_calls = [name for name in seen if name.startswith("smx.")]
+    assert smx_calls == ["smx.softmax.default", "smx.log_softmax.out"]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        smx.softmax(x)
+    assert "smx::softmax" in [event.name for event in profile.events()]
+    graph = make_fx(lambda t: smx.softmax(t, -1) * 2)(x)
+    assert [str(node.target) for node in graph.graph.nodes if node.op == "call_function"] == [
+        "smx.softmax.default", "aten.mul.Tensor"]
+
+
+def test_calls_the_binding_would_not_see_as_torch_ops_does_go_through_torch_ops(rng, monkeypatch):
+    # A __torch_function__ mode, a tensor subclass, a dim that is not an int: torch.ops' own handling.
+    from torch.overrides import TorchFunctionMode
+    calls = OperatorCalls(monkeypatch)
+
+    class Subclass(torch.Tensor):
+        pass
+
+    x = random_tensor(rng, (3, 5), "float32")
+    mode, seen = recording_mode(TorchFunctionMode, "__torch_function__")
+    with mode:
+        smx.softmax(x)
+    assert seen == ["smx.softmax.default"]
+    y = smx.softmax(x.as_subclass(Subclass), out=torch.empty(3, 5).as_subclass(Subclass))
+    assert type(y) is Subclass  # torch.Tensor's own __torch_function__ keeps the subclass
+    assert_matches_reference(smx.log_softmax(x, np.int64(0)), x, 0, True)
+    assert calls.count == 3
+
+
+def test_python_headers_are_looked_for_where_torch_s_builder_and_g_plus_plus_look(tmp_path, monkeypatch):
+    import sysconfig
+    monkeypatch.setattr(sysconfig, "get_path", lambda name, *args, **kwargs: str(tmp_path / "none"))
+    monkeypatch.delenv("CPATH", raising=False)
+    monkeypatch.delenv("CPLUS_INCLUDE_PATH", raising=False)
+    assert not smx_torch._python_headers_found()
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "Python.h").write_text("")
+    folders = ["", str(tmp_path / "elsewhere"), str(tmp_path / "include")]
+    monkeypatch.setenv("CPLUS_INCLUDE_PATH", os.pathsep.join(folders))
+    assert smx_torch._python_headers_found()
+    monkeypatch.delenv("CPLUS_INCLUDE_PATH")
+    monkeypatch.setattr(sysconfig, "get_path", lambda name, *args, **kwargs: str(tmp_path / "include"))
+    assert smx_torch._python_headers_found()
+
+
+def test_the_extension_without_the_python_headers_runs_without_the_binding():
+    # Where Python.h is missing (some Python installs lack it), the extension is built without the binding
+    # and smx.softmax calls torch.ops.smx; a process of its own (the kernels are registered once per process).
+    script = ("import sysconfig\n"
+              "found = sysconfig.get_path\n"
+              "sysconfig.get_path = lambda name, *args, **kwargs: ('/nonexistent' if name == 'include' else "
+              "found(name, *args, **kwargs))\n"
+              "import warnings, torch, smx\n"
+              "with warnings.catch_warnings():\n"
+              "    warnings.simplefilter('error', RuntimeWarning)  # the build must succeed\n"
+              "    import smx.torch\n"
+              "assert smx.torch.backend() == 'extension' and smx.torch._binding is None\n"
+              "x = torch.randn(5, 33, dtype=torch.float64) * 3\n"
+              "torch.testing.assert_close(smx.softmax(x, 0), torch.softmax(x, 0), rtol=1e-12, atol=0)\n"
+              "out = torch.empty(5, 33)\n"
+              "smx.log_softmax(x, out=out)\n"
+              "torch.testing.assert_close(out, torch.log_softmax(x, -1).float(), rtol=1e-5, atol=1e-6)\n"
+              "print('ok')\n")
+    environment = dict(os.environ, PYTHONPATH=str(PACKAGE_ROOT), SMX_LIBRARY=smx.library_path())
+    for variable in ("CPATH", "CPLUS_INCLUDE_PATH"):  # folders g++ would find Python.h in
+        environment.pop(variable, None)
+    done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 def test_numpy_arrays_keep_the_ctypes_path_with_torch_imported(rng):
     x = (rng.standard_normal((5, 40)) * 3).astype(np.float32)
     y = smx.softmax(x)
@@ -418,6 +580,10 @@ def test_host_overhead_bench_runs_on_cpu_tensors_and_writes_json(tmp_path):
     written = json.loads(report.read_text())
     assert written["device"] == "cpu" and written["torch"] == torch.__version__ and written["commit"]
     callers = {"torch.softmax", "torch.ops.smx.softmax", "smx.softmax", "smx ctypes path"}
+    if smx_torch._binding is not None:
+        callers.add("smx binding")
+    assert written["binding"] == (smx_torch._binding is not None)
     assert {(row["caller"], row["variant"], tuple(row["shape"])) for row in written["results"]} == {
         (caller, variant, shape) for caller in callers for variant in ("plain", "out=") for shape in ((4, 8), (2, 3, 4))}
     assert all(row["host_us"] > 0 and len(row["host_samples_us"]) == 2 for row in written["results"])
+    assert all(row["plan"].startswith("cpu ") for row in written["results"])

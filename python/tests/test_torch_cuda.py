@@ -119,12 +119,40 @@ def test_gradients_match_torch_s_autograd(generator, log):
                                    random_tensor(generator, (16, 2048), "float32"), log, rtol=1e-4, atol=1e-6)
 
 
+# Every way a torch user calls smx, as (function of x and a poisoned out, log): smx.softmax's eager calls take
+# the extension's binding where it has one, torch.ops.smx.* the dispatcher's boxed path.
+CALL_FORMS = {
+    "smx.softmax": (lambda x, out: smx.softmax(x), False),
+    "smx.softmax out=": (lambda x, out: smx.softmax(x, out=out), False),
+    "smx.log_softmax": (lambda x, out: smx.log_softmax(x, -1), True),
+    "smx.log_softmax out=": (lambda x, out: smx.log_softmax(x, -1, out=out), True),
+    "torch.ops.smx.softmax": (lambda x, out: torch.ops.smx.softmax(x, -1), False),
+    "torch.ops.smx.log_softmax.out": (lambda x, out: torch.ops.smx.log_softmax.out(x, -1, y=out) or out, True),
+}
+
+
+@pytest.mark.parametrize("form", list(CALL_FORMS))
+def test_eager_cuda_calls_match_the_operators_bit_for_bit(generator, form):
+    call, log = CALL_FORMS[form]
+    x = random_tensor(generator, (37, 3000), "bfloat16")
+    x[0, 5], x[1, 7], x[2] = float("nan"), float("inf"), float("-inf")
+    expected = getattr(torch.ops.smx, "log_softmax" if log else "softmax")(x, -1)
+    got = call(x, poisoned(x.shape, "bfloat16"))
+    torch.cuda.synchronize()
+    assert torch.equal(got.nan_to_num(7.0), expected.nan_to_num(7.0)) and torch.equal(got.isnan(), expected.isnan())
+    assert_matches_torch(got, x, -1, log)
+
+
 @NEEDS_TWO_GPUS
-def test_runs_on_torch_s_current_stream_of_the_tensor_s_device_whatever_the_current_device(generator):
+@pytest.mark.parametrize("form", list(CALL_FORMS))
+def test_runs_on_torch_s_current_stream_of_the_tensor_s_device_whatever_the_current_device(generator, form):
+    call, log = CALL_FORMS[form]
     x = torch.empty(512, 4096, device="cuda:1")
+    out = poisoned(x.shape, "float32", device="cuda:1")
     values = random_tensor(generator, x.shape, "float32", device="cuda:1")
-    smx.softmax(x)  # kernels loaded on device 1 before the timing-sensitive part
+    call(values, out)  # kernels loaded and descriptor made on device 1 before the timing-sensitive part
     torch.cuda.synchronize(1)
+    out.fill_(float("nan"))
     side = torch.cuda.Stream(device="cuda:1")
     side.wait_stream(torch.cuda.current_stream("cuda:1"))
     with torch.cuda.stream(side):  # side is device 1's current stream...
@@ -132,10 +160,33 @@ def test_runs_on_torch_s_current_stream_of_the_tensor_s_device_whatever_the_curr
             with torch.cuda.stream(side):
                 torch.cuda._sleep(500_000_000)  # x gets its values ~0.25 s late, on side
                 x.copy_(values)
-            y = smx.softmax(x)  # must queue behind the copy on side, on device 1
+            assert torch.cuda.current_device() == 0 and torch.cuda.current_stream(1) == side
+            y = call(x, out)  # must queue behind the copy on side, on device 1
+            assert torch.cuda.current_device() == 0, "the call left another device current"
             assert y.device == x.device
             with torch.cuda.stream(side):
-                z = y * 1.0
+                z = y * 1.0  # queued on side after smx's kernel: reads what it wrote
+    side.synchronize()
+    assert_matches_torch(z, values, -1, log)
+
+
+@NEEDS_TWO_GPUS
+def test_stream_argument_on_a_second_gpu_orders_on_that_stream_and_leaves_the_current_ones(generator):
+    x = torch.empty(512, 4096, device="cuda:1")
+    values = random_tensor(generator, x.shape, "float32", device="cuda:1")
+    smx.softmax(values)
+    torch.cuda.synchronize(1)
+    side = torch.cuda.Stream(device="cuda:1")  # not current anywhere
+    side.wait_stream(torch.cuda.current_stream("cuda:1"))
+    current = torch.cuda.current_stream(1)
+    with torch.cuda.device(0):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(500_000_000)
+            x.copy_(values)
+        y = smx.softmax(x, stream=side)  # on side, behind the copy
+        assert torch.cuda.current_device() == 0 and torch.cuda.current_stream(1) == current
+        with torch.cuda.stream(side):
+            z = y * 1.0
     side.synchronize()
     assert_matches_torch(z, values, -1, False)
 

@@ -6,16 +6,27 @@
 // It calls libsmx through function pointers handed over by the ctypes binding (smx_torch_bind), so it uses
 // the very libsmx smx/_lib.py loaded, and it needs no CUDA headers: the current stream comes from c10's
 // device guard interface. Descriptors are cached per problem, as the ctypes binding caches them.
+//
+// Built with SMX_TORCH_PYTHON (where the Python headers are), it is also a Python module whose functions
+// call the same operators through the dispatcher's unboxed entry, as torch's own bindings call theirs:
+// smx.softmax takes them in eager mode (end of file).
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+
+#ifdef SMX_TORCH_PYTHON
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+#endif
 
 #include <array>
 #include <cstdint>
@@ -472,8 +483,11 @@ void check_out(const at::Tensor& input, const char* input_name, std::optional<at
 template <int Mode>
 at::Tensor softmax_kernel(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype) {
     check_input(x);
-    // torch.empty_like's layout, as the fake kernel (smx/torch.py) makes it: x's strides when x is dense.
-    at::Tensor y = at::empty_like(x, x.options().dtype(result_dtype(x, dtype)));
+    // torch.empty_like's layout, as the fake kernel (smx/torch.py) makes it: x's strides when x is dense,
+    // which at::empty_strided allocates with one dispatcher call less than at::empty_like.
+    const at::TensorOptions options = x.options().dtype(result_dtype(x, dtype));
+    at::Tensor y = x.is_non_overlapping_and_dense() ? at::empty_strided(x.sizes(), x.strides(), options)
+                                                    : at::empty_like(x, options);
     run_softmax(Mode, x, dim, y);
     return y;
 }
@@ -739,3 +753,86 @@ __attribute__((visibility("default"))) void smx_torch_cache_info(int64_t* counte
 __attribute__((visibility("default"))) void smx_torch_release() { cache.clear(); }
 
 }  // extern "C"
+
+#ifdef SMX_TORCH_PYTHON
+// ------------------------------------------------------------------------------------------------------
+// The Python binding of the eager calls. torch.ops.smx.softmax called from Python takes the dispatcher's
+// boxed path (each argument matched against the schema into a stack, the result boxed back); these call the
+// same operators unboxed, as torch's generated bindings call theirs, so autograd, dispatch modes, functorch
+// and the profiler see the same operator calls. Plain CPython fast calls, not pybind11, whose argument
+// matching costs more per call. smx/torch.py's _run takes them only outside Dynamo's tracing, for exact
+// torch.Tensor arguments and an int dim, with no __torch_function__ mode active.
+
+namespace {
+
+// (x, dim, dtype or None[, y]) as _run passes them; false with a TypeError set for anything else.
+bool read_arguments(PyObject* const* args, Py_ssize_t count, Py_ssize_t expected, int64_t* dim,
+                    std::optional<at::ScalarType>* dtype) {
+    if (count != expected || !THPVariable_Check(args[0]) || !PyLong_Check(args[1]) ||
+        (args[2] != Py_None && !THPDtype_Check(args[2])) || (expected == 4 && !THPVariable_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, expected == 4
+                                             ? "expected (x: Tensor, dim: int, dtype: torch.dtype or None, y: Tensor)"
+                                             : "expected (x: Tensor, dim: int, dtype: torch.dtype or None)");
+        return false;
+    }
+    *dim = PyLong_AsLongLong(args[1]);
+    if (*dim == -1 && PyErr_Occurred()) return false;
+    if (args[2] != Py_None) *dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+    return true;
+}
+
+template <int Mode>
+PyObject* eager_functional(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
+    HANDLE_TH_ERRORS
+    int64_t dim = 0;
+    std::optional<at::ScalarType> dtype;
+    if (!read_arguments(args, count, 3, &dim, &dtype)) return nullptr;
+    at::Tensor y;
+    {
+        pybind11::gil_scoped_release release;  // as torch's bindings do: other threads run meanwhile
+        y = functional_op<Mode>().call(THPVariable_Unpack(args[0]), dim, dtype);
+    }
+    return THPVariable_Wrap(std::move(y));
+    END_HANDLE_TH_ERRORS
+}
+
+template <int Mode>
+PyObject* eager_out(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
+    HANDLE_TH_ERRORS
+    int64_t dim = 0;
+    std::optional<at::ScalarType> dtype;
+    if (!read_arguments(args, count, 4, &dim, &dtype)) return nullptr;
+    {
+        pybind11::gil_scoped_release release;
+        out_op<Mode>().call(THPVariable_Unpack(args[0]), dim, dtype, THPVariable_Unpack(args[3]));
+    }
+    Py_RETURN_NONE;
+    END_HANDLE_TH_ERRORS
+}
+
+template <PyObject* (*Function)(PyObject*, PyObject* const*, Py_ssize_t)>
+PyMethodDef fast_call(const char* name, const char* doc) {
+    return {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Function)), METH_FASTCALL, doc};
+}
+
+PyMethodDef eager_functions[] = {
+    fast_call<eager_functional<kSoftmax>>("softmax", "softmax(x, dim, dtype) -> y: smx::softmax, unboxed"),
+    fast_call<eager_out<kSoftmax>>("softmax_out", "softmax_out(x, dim, dtype, y): smx::softmax.out, unboxed"),
+    fast_call<eager_functional<kLogSoftmax>>("log_softmax", "log_softmax(x, dim, dtype) -> y: smx::log_softmax"),
+    fast_call<eager_out<kLogSoftmax>>("log_softmax_out", "log_softmax_out(x, dim, dtype, y): smx::log_softmax.out"),
+    {nullptr, nullptr, 0, nullptr}};
+
+#define SMX_CONCAT_(a, b) a##b
+#define SMX_CONCAT(a, b) SMX_CONCAT_(a, b)
+#define SMX_STRING_(a) #a
+#define SMX_STRING(a) SMX_STRING_(a)
+
+PyModuleDef eager_module = {PyModuleDef_HEAD_INIT, SMX_STRING(TORCH_EXTENSION_NAME),
+                            "smx's eager calls of torch.ops.smx (smx/torch.py)", -1, eager_functions,
+                            nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+// The module's entry point, named after it as Python's import looks it up (cpp_extension defines the name).
+PyMODINIT_FUNC SMX_CONCAT(PyInit_, TORCH_EXTENSION_NAME)() { return PyModule_Create(&eager_module); }
+#endif  // SMX_TORCH_PYTHON
