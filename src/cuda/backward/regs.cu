@@ -2,7 +2,8 @@
 // each owning a slice of slice_len elements (whole packs, so every slice keeps the row's phase) that its
 // threads hold in REGISTERS: kValues elements of dy and of y per thread, in their own dtype (16-bit values
 // two to a register, widened at each use). Per row: every load issued first, the thread's sum of terms,
-// the CTA's (block_sum), the row's from its CTAs' sums, then dx written from the held values. Traffic: dy
+// float y turned into its weights (kWeightsEarly), the CTA's sum (block_sum), the row's from its CTAs'
+// sums, then dx written from the held values. Traffic: dy
 // and y read once, dx written once. The CTAs of a row meet
 //   - as a thread-block cluster (C = 1..16) through distributed shared memory: each CTA's sum in its own
 //     shared memory, read by every peer in rank order between two cluster barriers (backward-regs), or
