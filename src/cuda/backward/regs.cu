@@ -2,7 +2,8 @@
 // each owning a slice of slice_len elements (whole packs, so every slice keeps the row's phase) that its
 // threads hold in REGISTERS: kValues elements of dy and of y per thread, in their own dtype (16-bit values
 // two to a register, widened at each use). Per row: every load issued first, the thread's sum of terms,
-// the CTA's (block_sum), the row's from its CTAs' sums, then dx written from the held values. Traffic: dy
+// float y turned into its weights (kWeightsEarly), the CTA's sum (block_sum), the row's from its CTAs'
+// sums, then dx written from the held values. Traffic: dy
 // and y read once, dx written once. The CTAs of a row meet
 //   - as a thread-block cluster (C = 1..16) through distributed shared memory: each CTA's sum in its own
 //     shared memory, read by every peer in rank order between two cluster barriers (backward-regs), or
@@ -16,6 +17,11 @@
 
 namespace smx::cuda {
 namespace {
+
+// Whether a body takes y's weights before the row's sum is known, in y's own registers: for y held in its
+// compute type (f32, f64). 16-bit y would need a float register per element instead of half of one.
+template <class T>
+constexpr bool kWeightsEarly = sizeof(T) >= 4;
 
 // The body for one gradient formula (common/epilogue.cuh).
 template <class T, class D, int kValues, class Gradient>
@@ -79,6 +85,17 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
             partial += Gradient::term(widen_element_on_use(dy_held[p], k), widen_element_on_use(y_held[p], k));
         }
     }
+    // Float y is held as floats: its weights (log-softmax's exp(y)) are taken now, while the block waits for
+    // the sum, rather than in the write loop, whose per-element work delays the stores.
+    C edge_weight = edge_y;
+    if constexpr (kWeightsEarly<T>) {
+        edge_weight = Gradient::weight(edge_y);
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) y_held[p].value[k] = Gradient::weight(y_held[p].value[k]);
+        }
+    }
     const C block_total = block_sum(partial, warp_sums);
 
     // The row's sum: every CTA of the row folds the same values in the same order, so all agree bitwise.
@@ -116,11 +133,16 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
         C out[kPack];
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
-            out[k] = Gradient::element(widen_element_on_use(dy_held[p], k), widen_element_on_use(y_held[p], k), sum);
+            const C dy = widen_element_on_use(dy_held[p], k);
+            if constexpr (kWeightsEarly<T>) {
+                out[k] = Gradient::element_of_weight(dy, y_held[p].value[k], sum);
+            } else {
+                out[k] = Gradient::element(dy, widen_element_on_use(y_held[p], k), sum);
+            }
         }
         store_gradient_pack<D, kPack>(dx_slice + head + pack * kPack, out, kPack, vector);
     }
-    if (has_edge) dx_slice[edge_index] = StoreAs<D>::from(Gradient::element(edge_dy, edge_y, sum));
+    if (has_edge) dx_slice[edge_index] = StoreAs<D>::from(Gradient::element_of_weight(edge_dy, edge_weight, sum));
     // Peers may still be reading cta_sum: this CTA's shared memory stays until every one has arrived.
     if (!grid_split && ranks > 1) cluster_wait();
 }

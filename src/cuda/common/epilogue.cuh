@@ -196,6 +196,16 @@ struct SoftmaxGradient {
     __device__ __forceinline__ static C element(C dy, C y, C sum) {
         return y * (dy - sum);
     }
+    // element() split for bodies that hold y as floats while the sum is reduced: weight(y) may be taken then,
+    // element_of_weight(dy, weight(y), sum) once the sum is known.
+    template <class C>
+    __device__ __forceinline__ static C weight(C y) {
+        return y;
+    }
+    template <class C>
+    __device__ __forceinline__ static C element_of_weight(C dy, C weight, C sum) {
+        return element(dy, weight, sum);
+    }
 };
 
 // log-softmax: dx = dy - exp(y) * sum(dy).
@@ -206,7 +216,15 @@ struct LogSoftmaxGradient {
     }
     template <class C>
     __device__ __forceinline__ static C element(C dy, C y, C sum) {
-        return dy - gradient_exp(y) * sum;
+        return element_of_weight(dy, weight(y), sum);
+    }
+    template <class C>
+    __device__ __forceinline__ static C weight(C y) {
+        return gradient_exp(y);
+    }
+    template <class C>
+    __device__ __forceinline__ static C element_of_weight(C dy, C weight, C sum) {
+        return dy - weight * sum;
     }
 };
 
