@@ -31,4 +31,7 @@ smxStatus_t make_cuda_softmax_backward_plan(const SoftmaxBackwardInfo& info, int
 // memory of that device, or mapped host memory); refuses plain host pointers and other devices' memory.
 smxStatus_t cuda_check_data_pointers(int device_id, const void* y, const void* x);
 
+// The same check for one pointer, named `name` in the message ("dy"): for operators with other operands.
+smxStatus_t cuda_check_data_pointer(int device_id, const void* pointer, const char* name);
+
 }  // namespace smx

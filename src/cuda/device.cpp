@@ -129,4 +129,8 @@ smxStatus_t cuda_check_data_pointers(int device_id, const void* y, const void* x
     return check_one_pointer(device_id, y, "y");
 }
 
+smxStatus_t cuda_check_data_pointer(int device_id, const void* pointer, const char* name) {
+    return check_one_pointer(device_id, pointer, name);
+}
+
 }  // namespace smx
