@@ -3,75 +3,14 @@
 // thresholds (warp widths, block sizes) in the rows, spatial and general layouts.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-#include <numeric>
-#include <sstream>
-#include <string>
 #include <vector>
 
+#include "support/layouts.hpp"
 #include "support/reference.hpp"
 
 using namespace smx_test;
 
 namespace {
-
-enum class StrideKind { Contiguous, Transposed, Padded, Negative, TransposedPaddedNegative };
-
-const StrideKind kAllKinds[] = {StrideKind::Contiguous, StrideKind::Transposed, StrideKind::Padded,
-                                StrideKind::Negative, StrideKind::TransposedPaddedNegative};
-
-const char* kind_name(StrideKind kind) {
-    switch (kind) {
-        case StrideKind::Contiguous: return "contiguous";
-        case StrideKind::Transposed: return "transposed";
-        case StrideKind::Padded: return "padded";
-        case StrideKind::Negative: return "negative";
-        case StrideKind::TransposedPaddedNegative: return "transposed+padded+negative";
-    }
-    return "?";
-}
-
-// Strides (in elements, never overlapping) of one layout kind for `shape`, randomised where the kind allows:
-// transposed = row-major over a random permutation of the dims; padded = each dim's stride skips 1..3
-// extra elements; negative = some dims walk backwards.
-std::vector<std::int64_t> make_strides(const std::vector<std::int64_t>& shape, StrideKind kind, std::mt19937_64& rng) {
-    const int ndim = static_cast<int>(shape.size());
-    std::vector<int> order(ndim);  // order[0] is the outermost dim in memory
-    std::iota(order.begin(), order.end(), 0);
-    const bool transposed = kind == StrideKind::Transposed || kind == StrideKind::TransposedPaddedNegative;
-    const bool padded = kind == StrideKind::Padded || kind == StrideKind::TransposedPaddedNegative;
-    const bool negative = kind == StrideKind::Negative || kind == StrideKind::TransposedPaddedNegative;
-    if (transposed) std::shuffle(order.begin(), order.end(), rng);
-    std::uniform_int_distribution<std::int64_t> padding(1, 3);
-    std::bernoulli_distribution flip(0.5);
-    std::vector<std::int64_t> strides(ndim);
-    std::int64_t running = 1;
-    for (int k = ndim - 1; k >= 0; --k) {
-        const int dim = order[k];
-        strides[dim] = running;
-        running *= shape[dim] + (padded ? padding(rng) : 0);
-    }
-    if (negative) {
-        bool any = false;
-        for (auto& stride : strides) {
-            if (flip(rng)) {
-                stride = -stride;
-                any = true;
-            }
-        }
-        if (!any) strides[0] = -strides[0];
-    }
-    return strides;
-}
-
-std::string describe(const HostTensor& t) {
-    std::ostringstream text;
-    text << dtype_name(t.dtype) << " shape [";
-    for (std::size_t i = 0; i < t.shape.size(); ++i) text << (i ? "," : "") << t.shape[i];
-    text << "] strides [";
-    for (std::size_t i = 0; i < t.strides.size(); ++i) text << (i ? "," : "") << t.strides[i];
-    return text.str() + "]";
-}
 
 // Runs y = f(x) on the CPU and compares with the float64 reference; y is poisoned first.
 void check_against_reference(HostTensor& y, const HostTensor& x, int axis, bool log_mode) {
@@ -81,15 +20,6 @@ void check_against_reference(HostTensor& y, const HostTensor& x, int axis, bool 
     CHECK(compare_to_reference(y, reference_softmax(x, axis, log_mode), log_mode) == "");
 }
 
-// A random shape of `ndim` dims of size 1..6, about one in four of size 1.
-std::vector<std::int64_t> random_shape(int ndim, std::mt19937_64& rng) {
-    std::uniform_int_distribution<std::int64_t> size(2, 6);
-    std::bernoulli_distribution unit(0.25);
-    std::vector<std::int64_t> shape(ndim);
-    for (auto& s : shape) s = unit(rng) ? 1 : size(rng);
-    return shape;
-}
-
 }  // namespace
 
 TEST_CASE("every axis of random 1-d to 5-d tensors, for every pair of stride kinds of x and y", "[cpu][layout]") {
@@ -97,9 +27,9 @@ TEST_CASE("every axis of random 1-d to 5-d tensors, for every pair of stride kin
     for (int ndim = 1; ndim <= 5; ++ndim) {
         for (int trial = 0; trial < 3; ++trial) {
             const std::vector<std::int64_t> shape = random_shape(ndim, rng);
-            for (StrideKind x_kind : kAllKinds) {
-                for (StrideKind y_kind : kAllKinds) {
-                    INFO("x " << kind_name(x_kind) << ", y " << kind_name(y_kind));
+            for (StrideKind x_kind : kAllStrideKinds) {
+                for (StrideKind y_kind : kAllStrideKinds) {
+                    INFO("x " << stride_kind_name(x_kind) << ", y " << stride_kind_name(y_kind));
                     HostTensor x = make_tensor(SMX_DTYPE_F32, shape, make_strides(shape, x_kind, rng));
                     HostTensor y = make_tensor(SMX_DTYPE_F32, shape, make_strides(shape, y_kind, rng));
                     fill_random(x, rng);
@@ -114,7 +44,7 @@ TEST_CASE("every axis in place, under every stride kind", "[cpu][layout]") {
     auto& rng = test_rng();
     for (int ndim = 1; ndim <= 5; ++ndim) {
         const std::vector<std::int64_t> shape = random_shape(ndim, rng);
-        for (StrideKind kind : kAllKinds) {
+        for (StrideKind kind : kAllStrideKinds) {
             const std::vector<std::int64_t> strides = make_strides(shape, kind, rng);
             for (int axis = 0; axis < ndim; ++axis) {
                 for (bool log_mode : {false, true}) {
