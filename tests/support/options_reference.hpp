@@ -1,0 +1,58 @@
+// options_reference.hpp - the float64 reference of softmax with options (scale, mask, causal, masked rows),
+// written from the documented semantics with plain multi-index loops (no row geometry, no broadcast
+// descriptor), and what the CPU and CUDA tests need around it: an options spec, RAII options objects, a run
+// on any handle, and a comparison whose tolerance covers the rounding of z = scale * x + mask.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "smx/smx.h"
+#include "support/reference.hpp"
+
+namespace smx_test {
+
+// The options of one test case. Tensors are read through their own shapes and strides: `scale_tensor` has x's
+// shape without the axis (or with the axis of size 1), F32; `mask` any shape broadcastable to x's (BOOL keeps,
+// floating adds).
+struct OptionsSpec {
+    std::optional<double> scale;             // a scalar scale
+    const HostTensor* scale_tensor = nullptr;
+    const HostTensor* mask = nullptr;
+    std::optional<std::int64_t> causal;      // the offset k: j <= i + k kept
+    bool zero_rows = false;                  // SMX_MASKED_ROWS_ZERO
+    bool batch_invariant = false;
+};
+
+// The reference over x's logical elements (row-major order of its shape): y and, per element, the magnitude of
+// the z values its rounding depends on (|z_j| plus the row's largest kept |z|, each as |scale * x| + |mask|).
+// A backend computing z in float32 may stray by a few ulp of that: compare with
+// compare_to_reference(y, ref.y, log_mode, &ref.z_magnitude, compute_rtol).
+struct OptionsReference {
+    std::vector<double> y;
+    std::vector<double> z_magnitude;
+};
+OptionsReference reference_softmax_options(const HostTensor& x, int axis, bool log_mode, const OptionsSpec& spec);
+
+// The compute_rtol of z for a backend computing the pair (x, y) in float32 (4 ulp: the scale's rounding to
+// float, the product, the sum, the max's own), or in float64 where either is F64 (4 ulp of double).
+double options_compute_rtol(smxDataType_t x_dtype, smxDataType_t y_dtype);
+
+// An options object built from a spec (RAII); status is the first failing setter's.
+struct SoftmaxOptionsObject {
+    smxSoftmaxOptions_t options = nullptr;
+    smxStatus_t status = SMX_STATUS_SUCCESS;
+    explicit SoftmaxOptionsObject(const OptionsSpec& spec);
+    ~SoftmaxOptionsObject() { smxDestroySoftmaxOptions(options); }
+    SoftmaxOptionsObject(const SoftmaxOptionsObject&) = delete;
+    SoftmaxOptionsObject& operator=(const SoftmaxOptionsObject&) = delete;
+};
+
+// Runs softmax with options on the CPU backend (threads: the handle's default). Returns the first failing
+// call's status; `plan`, when given, receives the plan text.
+smxStatus_t run_cpu_options(HostTensor& y, const HostTensor& x, int axis, bool log_mode, const OptionsSpec& spec,
+                            std::string* plan = nullptr);
+
+}  // namespace smx_test
