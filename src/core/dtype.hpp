@@ -110,7 +110,7 @@ inline void store_from_double(void* base, smxDataType_t dtype, std::int64_t inde
         case SMX_DTYPE_BF16: static_cast<std::uint16_t*>(base)[index] = double_to_bf16_bits(value); break;
         case SMX_DTYPE_F32: static_cast<float*>(base)[index] = static_cast<float>(value); break;
         case SMX_DTYPE_F64: static_cast<double*>(base)[index] = value; break;
-        case SMX_DTYPE_BOOL: break;  // no operator writes masks
+        case SMX_DTYPE_BOOL: static_cast<std::uint8_t*>(base)[index] = value != 0.0 ? 1 : 0; break;  // tests' masks
     }
 }
 

@@ -71,17 +71,19 @@ OptionsReference reference_softmax_options(const HostTensor& x, int axis, bool l
         for (std::int64_t j = 0; j < n; ++j) {
             index[axis] = j;
             bool keep = true;
-            if (spec.causal) keep = j <= index[ndim - 2] + *spec.causal;  // axis is the last dim
+            // The axis is the last dim; 128-bit so an offset near the int64 limits cannot overflow.
+            if (spec.causal) keep = static_cast<__int128>(j) <= static_cast<__int128>(index[ndim - 2]) + *spec.causal;
             if (keep && spec.mask != nullptr && !additive) keep = spec.mask->get(broadcast_offset(*spec.mask, index)) != 0.0;
             kept[j] = keep;
             if (!keep) continue;  // an excluded element is not read
             const double scaled = scale * x.get(x.offset_of(index));
             const double added = additive ? spec.mask->get(broadcast_offset(*spec.mask, index)) : 0.0;
             z[j] = scaled + added;
-            magnitude[j] = std::fabs(scaled) + std::fabs(added);
+            // Infinite z give exact special values; only finite ones carry rounding.
+            magnitude[j] = std::isfinite(z[j]) ? std::fabs(scaled) + std::fabs(added) : 0.0;
             if (std::isnan(z[j])) has_nan = true;
             else max = std::max(max, z[j]);
-            if (std::isfinite(magnitude[j])) max_magnitude = std::max(max_magnitude, magnitude[j]);
+            max_magnitude = std::max(max_magnitude, magnitude[j]);
         }
         double sum = has_nan ? kNaN : 0.0;
         for (std::int64_t j = 0; j < n && !has_nan && max != -kInf; ++j) {
@@ -102,6 +104,15 @@ OptionsReference reference_softmax_options(const HostTensor& x, int axis, bool l
         }
     }
     return out;
+}
+
+void round_overflow(smxDataType_t dtype, std::vector<double>& values) {
+    HostTensor one = make_tensor(dtype, {1});
+    for (double& value : values) {
+        if (!std::isfinite(value)) continue;
+        one.set(0, value);
+        if (std::isinf(one.get(0))) value = one.get(0);
+    }
 }
 
 double options_compute_rtol(smxDataType_t x_dtype, smxDataType_t y_dtype) {

@@ -36,6 +36,10 @@ struct OptionsReference {
 };
 OptionsReference reference_softmax_options(const HostTensor& x, int axis, bool log_mode, const OptionsSpec& spec);
 
+// Replaces each finite value that rounds to an infinity in `dtype` by that infinity, as a backend's output must
+// (a log-softmax of -1e5 is -inf in f16).
+void round_overflow(smxDataType_t dtype, std::vector<double>& values);
+
 // The compute_rtol of z for a backend computing the pair (x, y) in float32 (4 ulp: the scale's rounding to
 // float, the product, the sum, the max's own), or in float64 where either is F64 (4 ulp of double).
 double options_compute_rtol(smxDataType_t x_dtype, smxDataType_t y_dtype);
