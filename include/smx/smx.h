@@ -166,8 +166,11 @@ SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc);
  * along the axis, with s the scale and a the additive mask (1 and 0 where unset):
  *     z_j = s * x_j + a_j      for the kept elements j (keep-mask true, inside the causal window)
  *     y   = softmax(z) or log_softmax(z) over the kept elements; excluded elements give 0 (log: -inf)
- * An excluded element is not read: a NaN or +inf there does not reach the row. A row whose every kept z is
- * -inf (or with nothing kept) gives NaN, as PyTorch does, or, with SMX_MASKED_ROWS_ZERO, 0 (log: -inf).
+ * in IEEE arithmetic (an additive -inf gives 0, log -inf, where x is finite; NaN where x is NaN or +-inf, as
+ * x + mask does in PyTorch). An excluded element is not read: a NaN or +inf there does not reach the row. A
+ * row whose kept z include a NaN or +inf is NaN everywhere (as masked_fill then softmax makes it); a row
+ * whose every kept z is -inf (or with nothing kept) gives NaN, as PyTorch does, or, with
+ * SMX_MASKED_ROWS_ZERO, 0 (log: -inf).
  * Options live in an options object, set one by one; a descriptor created with it copies them, so the object
  * may be changed or destroyed afterwards. Tensor options (a per-row scale, a mask) are described here and
  * their data passed at each compute call. */
@@ -209,7 +212,7 @@ SMX_API smxStatus_t smxSetSoftmaxScaleTensor(smxSoftmaxOptions_t options, smxTen
 
 /** Sets a mask, its data passed at each compute call. Its dtype says what it is:
  *   SMX_DTYPE_BOOL: a keep-mask (nonzero keeps the element; a zero byte excludes it, unread);
- *   F16, BF16, F32, F64: an additive mask, z = scale * x + mask (-inf excludes the element).
+ *   F16, BF16, F32, F64: an additive mask, z = scale * x + mask (a -inf makes the element 0, log -inf).
  *  maskDesc is broadcast to x's shape by NumPy's rules (its dims align with x's last ones; each of its sizes
  *  is x's or 1; fewer dims than x are fine) and read through its strides (zero strides welcome); checked
  *  against x when a descriptor is created. The object copies the descriptor. NULL removes the mask.
@@ -289,7 +292,7 @@ SMX_API smxStatus_t smxDestroySoftmaxBackwardDescriptor(smxSoftmaxBackwardDescri
  *  with respect to x of that forward. With the forward's kept set K of a row and g_j the plain formula's
  *  gradient over K (the sums taken over K only: softmax dy_j - sum_K(dy * y), times y_j; log-softmax
  *  dy_j - exp(y_j) * sum_K(dy)):
- *      dx_j = s * g_j  for j in K,      dx_j = 0  for excluded j (keep-mask, causal, additive -inf);
+ *      dx_j = s * g_j  for j in K,      dx_j = 0  for excluded j (keep-mask false, outside the causal window);
  *  with SMX_MASKED_ROWS_ZERO a row whose forward had nothing to normalize (every y 0, log: -inf) gets dx = 0.
  *  Excluded elements of dy and y are not read. batch_invariant applies as in the forward. The options'
  *  shapes are checked against dx's (x's) shape, as the forward checks them against x.

@@ -52,7 +52,7 @@ enum class ScaleKind {
 enum class MaskKind {
     None,
     Keep,      // BOOL: a zero byte excludes the element
-    Additive,  // floating: added to the scaled x; -inf excludes the element
+    Additive,  // floating: added to the scaled x (IEEE: a -inf gives 0, log -inf, at a finite x)
 };
 
 // The options of a validated problem. A default-constructed value is "no options": the problem, its plans and
