@@ -26,32 +26,6 @@ constexpr smxDataType_t kFloating[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_
 // The CPU computes in double, as the reference does: z's rounding is the reference's own.
 constexpr double kCpuComputeRtol = 4 * std::numeric_limits<double>::epsilon();
 
-// A keep-mask of `shape` (strides as given, else row-major) keeping each element with probability `keep`;
-// true elements hold 1, 2 or 255 (any nonzero byte keeps).
-HostTensor random_keep_mask(const std::vector<std::int64_t>& shape, std::mt19937_64& rng, double keep = 0.7,
-                            std::vector<std::int64_t> strides = {}) {
-    HostTensor mask = make_tensor(SMX_DTYPE_BOOL, shape, std::move(strides));
-    std::bernoulli_distribution kept(keep);
-    std::uniform_int_distribution<int> byte(0, 2);
-    const unsigned char true_bytes[] = {1, 2, 255};
-    for (std::int64_t offset : logical_offsets(mask)) {
-        static_cast<unsigned char*>(mask.data())[offset] = kept(rng) ? true_bytes[byte(rng)] : 0;
-    }
-    return mask;
-}
-
-// An additive mask of `dtype`: N(0, 2) values, a quarter of them -inf.
-HostTensor random_additive_mask(smxDataType_t dtype, const std::vector<std::int64_t>& shape, std::mt19937_64& rng,
-                                std::vector<std::int64_t> strides = {}) {
-    HostTensor mask = make_tensor(dtype, shape, std::move(strides));
-    fill_random(mask, rng, 2.0);
-    std::bernoulli_distribution excluded(0.25);
-    for (std::int64_t offset : logical_offsets(mask)) {
-        if (excluded(rng)) mask.set(offset, -kInf);
-    }
-    return mask;
-}
-
 // x's shape without `axis`: the shape of a per-row scale.
 std::vector<std::int64_t> per_row_shape(const std::vector<std::int64_t>& shape, int axis) {
     std::vector<std::int64_t> out;
@@ -80,24 +54,6 @@ void check_options(HostTensor& y, const HostTensor& x, int axis, bool log_mode, 
     CHECK(failure == "");
 }
 
-// Writes special values into some rows of x along its last axis: a NaN, a +inf, an all -inf row, a -inf
-// among finite values, huge values.
-void add_special_rows(HostTensor& x, std::mt19937_64& rng) {
-    const std::vector<std::int64_t> offsets = logical_offsets(x);
-    const std::int64_t n = x.shape.back();
-    const std::int64_t rows = x.numel() / n;
-    std::uniform_int_distribution<std::int64_t> row_of(0, rows - 1), column(0, n - 1);
-    const auto at = [&](std::int64_t row, std::int64_t j) { return offsets[static_cast<std::size_t>(row * n + j)]; };
-    if (rows < 5) return;
-    x.set(at(row_of(rng), column(rng)), kNaN);
-    x.set(at(row_of(rng), column(rng)), kInf);
-    const std::int64_t all_inf = row_of(rng);
-    for (std::int64_t j = 0; j < n; ++j) x.set(at(all_inf, j), -kInf);
-    x.set(at(row_of(rng), column(rng)), -kInf);
-    const std::int64_t huge = row_of(rng);
-    for (std::int64_t j = 0; j < n; ++j) x.set(at(huge, j), (j % 2 ? 6e4 : -6e4));
-}
-
 }  // namespace
 
 TEST_CASE("each option alone matches the reference for every dtype pair and mode", "[cpu][options]") {
@@ -108,11 +64,11 @@ TEST_CASE("each option alone matches the reference for every dtype pair and mode
                 const std::vector<std::int64_t> shape = {3, 5, 37};
                 HostTensor x = make_tensor(x_dtype, shape);
                 fill_random(x, rng);
-                add_special_rows(x, rng);
+                add_special_rows(x);
                 HostTensor y = make_tensor(y_dtype, shape);
                 HostTensor scale = make_tensor(SMX_DTYPE_F32, {3, 5});
                 fill_random(scale, rng, 2.0);
-                const HostTensor keep = random_keep_mask(shape, rng);
+                const HostTensor keep = random_keep_mask(shape, rng, 0.7);
                 OptionsSpec spec;
                 spec.scale = 0.37;
                 check_options(y, x, -1, log_mode, spec);
@@ -143,46 +99,10 @@ TEST_CASE("each option alone matches the reference for every dtype pair and mode
 }
 
 TEST_CASE("options combined, on every axis of random layouts of x and y", "[cpu][options][layout]") {
-    auto& rng = test_rng();
-    std::bernoulli_distribution coin(0.5);
-    std::uniform_int_distribution<int> ndim_of(1, 4), dtype_of(0, 3);
     for (int trial = 0; trial < 120; ++trial) {
-        const int ndim = ndim_of(rng);
-        std::vector<std::int64_t> shape = random_shape(ndim, rng);
-        std::uniform_int_distribution<int> axis_of(0, ndim - 1);
-        const bool causal = ndim >= 2 && coin(rng);
-        const int axis = causal ? ndim - 1 : axis_of(rng);
-        const StrideKind x_kind = kAllStrideKinds[trial % 5];
-        const StrideKind y_kind = kAllStrideKinds[(trial / 5) % 5];
-        HostTensor x = make_tensor(kFloating[dtype_of(rng)], shape, make_strides(shape, x_kind, rng));
-        fill_random(x, rng);
-        HostTensor y = make_tensor(kFloating[dtype_of(rng)], shape, make_strides(shape, y_kind, rng));
-        OptionsSpec spec;
-        HostTensor scale, mask;
-        if (coin(rng)) {
-            const std::vector<std::int64_t> scale_shape = per_row_shape(shape, axis);
-            scale = make_tensor(SMX_DTYPE_F32, scale_shape, make_strides(scale_shape, x_kind, rng));
-            fill_random(scale, rng, 2.0);
-            spec.scale_tensor = &scale;
-        } else if (coin(rng)) {
-            spec.scale = 1.7;
-        }
-        if (coin(rng)) {
-            // A broadcastable mask: fewer dims and some size-1 dims, in its own layout.
-            std::vector<std::int64_t> mask_shape(shape.begin() + std::uniform_int_distribution<int>(0, ndim - 1)(rng),
-                                                 shape.end());
-            for (auto& size : mask_shape) {
-                if (coin(rng)) size = 1;
-            }
-            const std::vector<std::int64_t> mask_strides = make_strides(mask_shape, y_kind, rng);
-            mask = coin(rng) ? random_keep_mask(mask_shape, rng, 0.6, mask_strides)
-                             : random_additive_mask(kFloating[dtype_of(rng)], mask_shape, rng, mask_strides);
-            spec.mask = &mask;
-        }
-        if (causal) spec.causal = std::uniform_int_distribution<std::int64_t>(-3, 3)(rng);
-        spec.zero_rows = coin(rng);
-        spec.batch_invariant = coin(rng);
-        for (bool log_mode : {false, true}) check_options(y, x, axis, log_mode, spec);
+        RandomOptionsCase c;
+        make_random_options_case(trial, 1, test_rng(), &c);
+        for (bool log_mode : {false, true}) check_options(c.y, c.x, c.axis, log_mode, c.spec);
     }
 }
 
@@ -198,7 +118,7 @@ TEST_CASE("broadcast masks: size-1 dims, fewer dims, explicit zero and negative 
     for (const auto& mask_shape : mask_shapes) {
         for (bool keep : {true, false}) {
             const HostTensor mask =
-                keep ? random_keep_mask(mask_shape, rng) : random_additive_mask(SMX_DTYPE_BF16, mask_shape, rng);
+                keep ? random_keep_mask(mask_shape, rng, 0.7) : random_additive_mask(SMX_DTYPE_BF16, mask_shape, rng);
             OptionsSpec spec;
             spec.mask = &mask;
             check_options(y, x, -1, false, spec);
@@ -206,7 +126,7 @@ TEST_CASE("broadcast masks: size-1 dims, fewer dims, explicit zero and negative 
         }
     }
     // A mask of x's full shape described with zero strides (one row of 29 repeated), and walked backwards.
-    HostTensor row = random_keep_mask({29}, rng);
+    HostTensor row = random_keep_mask({29}, rng, 0.7);
     HostTensor repeated = row;
     repeated.shape = shape;
     repeated.strides = {0, 0, 0, 1};
@@ -222,7 +142,7 @@ TEST_CASE("broadcast masks: size-1 dims, fewer dims, explicit zero and negative 
     spec.mask = &transposed;
     check_options(y, x, -1, false, spec);
     // Along a non-last axis, with a mask broadcast along that axis.
-    const HostTensor along_axis = random_keep_mask({2, 1, 4, 29}, rng);
+    const HostTensor along_axis = random_keep_mask({2, 1, 4, 29}, rng, 0.7);
     spec.mask = &along_axis;
     check_options(y, x, 1, false, spec);
 }
@@ -402,7 +322,7 @@ TEST_CASE("options in place (y == x), and over many rows spread across threads",
     HostTensor x = make_tensor(SMX_DTYPE_F32, {256, 4, 333});
     fill_random(x, rng);
     const HostTensor original = x;
-    const HostTensor keep = random_keep_mask({4, 333}, rng);
+    const HostTensor keep = random_keep_mask({4, 333}, rng, 0.7);
     HostTensor scale = make_tensor(SMX_DTYPE_F32, {256, 4});
     fill_random(scale, rng, 1.0);
     OptionsSpec spec;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "support/layouts.hpp"
+
 namespace smx_test {
 
 namespace {
@@ -113,6 +115,85 @@ void round_overflow(smxDataType_t dtype, std::vector<double>& values) {
         one.set(0, value);
         if (std::isinf(one.get(0))) value = one.get(0);
     }
+}
+
+HostTensor random_keep_mask(const std::vector<std::int64_t>& shape, std::mt19937_64& rng, double keep,
+                            std::vector<std::int64_t> strides) {
+    HostTensor mask = make_tensor(SMX_DTYPE_BOOL, shape, std::move(strides));
+    std::bernoulli_distribution kept(keep);
+    std::uniform_int_distribution<int> byte(0, 2);
+    const unsigned char true_bytes[] = {1, 2, 255};
+    for (std::int64_t offset : logical_offsets(mask)) {
+        static_cast<unsigned char*>(mask.data())[offset] = kept(rng) ? true_bytes[byte(rng)] : 0;
+    }
+    return mask;
+}
+
+HostTensor random_additive_mask(smxDataType_t dtype, const std::vector<std::int64_t>& shape, std::mt19937_64& rng,
+                                std::vector<std::int64_t> strides) {
+    HostTensor mask = make_tensor(dtype, shape, std::move(strides));
+    fill_random(mask, rng, 2.0);
+    std::bernoulli_distribution excluded(0.25);
+    for (std::int64_t offset : logical_offsets(mask)) {
+        if (excluded(rng)) mask.set(offset, -kInf);
+    }
+    return mask;
+}
+
+void add_special_rows(HostTensor& x) {
+    const std::vector<std::int64_t> offsets = logical_offsets(x);
+    const std::int64_t n = x.shape.back();
+    if (n == 0 || x.numel() / n < 5) return;
+    const auto at = [&](std::int64_t row, std::int64_t j) { return offsets[static_cast<std::size_t>(row * n + j)]; };
+    x.set(at(0, n / 2), kNaN);
+    x.set(at(1, n - 1), kInf);
+    for (std::int64_t j = 0; j < n; ++j) x.set(at(2, j), -kInf);
+    x.set(at(3, 0), -kInf);
+    for (std::int64_t j = 0; j < n; ++j) x.set(at(4, j), j % 2 ? 6e4 : -6e4);
+}
+
+void make_random_options_case(int trial, std::int64_t row_len_factor, std::mt19937_64& rng, RandomOptionsCase* out) {
+    constexpr smxDataType_t kFloating[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32, SMX_DTYPE_F64};
+    std::bernoulli_distribution coin(0.5);
+    std::uniform_int_distribution<int> dtype_of(0, 3);
+    const int ndim = std::uniform_int_distribution<int>(1, 4)(rng);
+    std::vector<std::int64_t> shape = random_shape(ndim, rng);
+    shape.back() *= row_len_factor;
+    const bool causal = ndim >= 2 && coin(rng);
+    out->axis = causal ? ndim - 1 : std::uniform_int_distribution<int>(0, ndim - 1)(rng);
+    const StrideKind x_kind = kAllStrideKinds[trial % 5];
+    const StrideKind y_kind = kAllStrideKinds[(trial / 5) % 5];
+    out->x = make_tensor(kFloating[dtype_of(rng)], shape, make_strides(shape, x_kind, rng));
+    fill_random(out->x, rng);
+    out->y = make_tensor(kFloating[dtype_of(rng)], shape, make_strides(shape, y_kind, rng));
+    out->spec = OptionsSpec{};
+    if (coin(rng)) {
+        std::vector<std::int64_t> scale_shape;
+        for (int d = 0; d < ndim; ++d) {
+            if (d != out->axis) scale_shape.push_back(shape[d]);
+        }
+        if (scale_shape.empty()) scale_shape.push_back(1);
+        out->scale = make_tensor(SMX_DTYPE_F32, scale_shape, make_strides(scale_shape, x_kind, rng));
+        fill_random(out->scale, rng, 2.0);
+        out->spec.scale_tensor = &out->scale;
+    } else if (coin(rng)) {
+        out->spec.scale = -0.8;
+    }
+    if (coin(rng)) {
+        // Broadcastable: the trailing dims of x, some of them of size 1, in a layout of their own.
+        std::vector<std::int64_t> mask_shape(shape.begin() + std::uniform_int_distribution<int>(0, ndim - 1)(rng),
+                                             shape.end());
+        for (auto& size : mask_shape) {
+            if (coin(rng)) size = 1;
+        }
+        const std::vector<std::int64_t> strides = make_strides(mask_shape, y_kind, rng);
+        out->mask = coin(rng) ? random_keep_mask(mask_shape, rng, 0.6, strides)
+                              : random_additive_mask(kFloating[dtype_of(rng)], mask_shape, rng, strides);
+        out->spec.mask = &out->mask;
+    }
+    if (causal) out->spec.causal = std::uniform_int_distribution<std::int64_t>(-3, 3)(rng);
+    out->spec.zero_rows = coin(rng);
+    out->spec.batch_invariant = coin(rng);
 }
 
 double options_compute_rtol(smxDataType_t x_dtype, smxDataType_t y_dtype) {

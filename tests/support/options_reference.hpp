@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,32 @@ void round_overflow(smxDataType_t dtype, std::vector<double>& values);
 // The compute_rtol of z for a backend computing the pair (x, y) in float32 (4 ulp: the scale's rounding to
 // float, the product, the sum, the max's own), or in float64 where either is F64 (4 ulp of double).
 double options_compute_rtol(smxDataType_t x_dtype, smxDataType_t y_dtype);
+
+// A keep-mask (BOOL) of `shape` (strides as given, else row-major) keeping each element with probability `keep`;
+// kept elements hold 1, 2 or 255 (any nonzero byte keeps).
+HostTensor random_keep_mask(const std::vector<std::int64_t>& shape, std::mt19937_64& rng, double keep,
+                            std::vector<std::int64_t> strides = {});
+
+// An additive mask of a floating `dtype`: N(0, 2) values, a quarter of them -inf.
+HostTensor random_additive_mask(smxDataType_t dtype, const std::vector<std::int64_t>& shape, std::mt19937_64& rng,
+                                std::vector<std::int64_t> strides = {});
+
+// Special rows along the last axis, viewing x as (rows, n) in its logical order, when it has 5 rows or more: a
+// NaN in row 0, a +inf in row 1, row 2 all -inf, a -inf in row 3, row 4 of +-6e4.
+void add_special_rows(HostTensor& x);
+
+// A random problem with random options: 1-d to 4-d, random layouts of x and y (stride kinds chosen by
+// `trial`), the last dim's size times `row_len_factor`; a per-row or scalar scale, a broadcast keep or additive
+// mask in its own layout, causal (axis the last) and the flags, each at random. `spec` points into the case.
+struct RandomOptionsCase {
+    HostTensor x, y, scale, mask;
+    int axis = 0;
+    OptionsSpec spec;
+    RandomOptionsCase() = default;
+    RandomOptionsCase(const RandomOptionsCase&) = delete;
+    RandomOptionsCase& operator=(const RandomOptionsCase&) = delete;
+};
+void make_random_options_case(int trial, std::int64_t row_len_factor, std::mt19937_64& rng, RandomOptionsCase* out);
 
 // An options object built from a spec (RAII); status is the first failing setter's.
 struct SoftmaxOptionsObject {
