@@ -197,6 +197,16 @@ def _load_extension():
     return path, extension
 
 
+def _register_kernels(names, functional, out_variant, backward, setup_context):
+    """Registers, for the softmax and log-softmax operators `names`, functional(mode) and out_variant(mode) as
+    their CPU and CUDA kernels (and .out's) and backward(mode) as their autograd formula."""
+    for name, mode in zip(names, (_SOFTMAX, _LOG_SOFTMAX)):
+        for device in ("CPU", "CUDA"):
+            _library.impl(name, functional(mode), device)
+            _library.impl(f"{name}.out", out_variant(mode), device)
+        torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
+
+
 def _register_python_kernels():
     """CPU and CUDA kernels through the ctypes binding, and the autograd formula through torch.library:
     the same operators without a compiler, at several us more host time per call (docs/python.md)."""
@@ -226,11 +236,7 @@ def _register_python_kernels():
             return softmax_backward(mode, grad, y, ctx.dim).to(ctx.x_dtype), None, None
         return formula
 
-    for name, mode in (("softmax", _SOFTMAX), ("log_softmax", _LOG_SOFTMAX)):
-        for device in ("CPU", "CUDA"):
-            _library.impl(name, functional(mode), device)
-            _library.impl(f"{name}.out", out_variant(mode), device)
-        torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
+    _register_kernels(("softmax", "log_softmax"), functional, out_variant, backward, setup_context)
 
 
 def _kept(y, mask, causal, dim):
@@ -303,11 +309,8 @@ def _register_options_kernels():
             return (dx.to(ctx.x_dtype),) + (None,) * len(_OPTIONS_DEFAULTS)  # no gradient for the options
         return formula
 
-    for name, mode in (("softmax_with_options", _SOFTMAX), ("log_softmax_with_options", _LOG_SOFTMAX)):
-        for device in ("CPU", "CUDA"):
-            _library.impl(name, functional(mode), device)
-            _library.impl(f"{name}.out", out_variant(mode), device)
-        torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
+    _register_kernels(("softmax_with_options", "log_softmax_with_options"), functional, out_variant, backward,
+                      setup_context)
 
 
 _register_options_kernels()
