@@ -97,7 +97,7 @@ std::string describe_spec(const OptionsSpec& spec) {
 }  // namespace
 
 TEST_CASE("cuda options: each option alone matches the reference for every dtype pair and mode",
-          "[cuda][options][sanitize]") {
+          "[cuda][options]") {
     CudaHandle handle;
     for (smxDataType_t x_dtype : kFloating) {
         for (smxDataType_t y_dtype : kFloating) {
