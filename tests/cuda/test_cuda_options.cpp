@@ -268,6 +268,30 @@ TEST_CASE("cuda options: in place, and captured in a CUDA graph", "[cuda][option
     smxDestroySoftmaxDescriptor(desc);
 }
 
+TEST_CASE("cuda options: a host mask or per-row scale is refused, named, before any launch", "[cuda][options]") {
+    CudaHandle handle;
+    HostTensor x = make_tensor(SMX_DTYPE_F32, {4, 16});
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {4});
+    HostTensor mask = make_tensor(SMX_DTYPE_BOOL, {16});
+    OptionsSpec spec;
+    spec.scale_tensor = &scale;
+    spec.mask = &mask;
+    SoftmaxOptionsObject options(spec);
+    SMX_REQUIRE_OK(options.status);
+    TensorDesc x_desc(x);
+    smxSoftmaxDescriptor_t desc = nullptr;
+    SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle.get(), &desc, SMX_SOFTMAX, 1, x_desc.desc, x_desc.desc,
+                                                         options.options));
+    DeviceTensor x_device(x), scale_device(scale), mask_device(mask);
+    CHECK(smxSoftmaxForwardWithOptions(desc, nullptr, 0, x_device.data(), x_device.data(), scale.data(),
+                                       mask_device.data(), nullptr) == SMX_STATUS_BAD_PARAM_DEVICE);
+    CHECK(std::string(smxGetLastErrorMessage()).find("scale") != std::string::npos);
+    CHECK(smxSoftmaxForwardWithOptions(desc, nullptr, 0, x_device.data(), x_device.data(), scale_device.data(),
+                                       mask.data(), nullptr) == SMX_STATUS_BAD_PARAM_DEVICE);
+    CHECK(std::string(smxGetLastErrorMessage()).find("mask") != std::string::npos);
+    smxDestroySoftmaxDescriptor(desc);
+}
+
 TEST_CASE("cuda options: without options, with NULL options and with a scale of 1 the plans are the same",
           "[cuda][options]") {
     CudaHandle handle;
