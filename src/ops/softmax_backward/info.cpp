@@ -19,6 +19,13 @@ smxStatus_t make_softmax_backward_info(int mode, int axis, const smxTensorDescri
     SoftmaxBackwardInfo out;
     OperandLayout layouts[3];
     SMX_RETURN_IF_ERROR(make_row_geometry(axis, operands, 3, &out, layouts));
+    // BOOL describes masks (softmax options), never a value this operator computes on.
+    for (int k = 0; k < 3; ++k) {  // dy, y, dx
+        if (!is_floating_dtype(operands[k].tensor->dtype)) {
+            return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, "{} is {}: dx, dy and y must each be one of f16, bf16, f32, f64",
+                        operands[k].name, dtype_name(operands[k].tensor->dtype));
+        }
+    }
     // dy is the gradient of y, so it comes in y's dtype (PyTorch's backward requires the same).
     if (dy->dtype != y->dtype) {
         return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR,

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/common/row_problem.hpp"
+#include "ops/softmax/options.hpp"
 #include "smx/smx.h"
 
 namespace smx {
@@ -21,6 +22,8 @@ struct SoftmaxBackwardInfo : RowGeometry {
     OperandLayout dx;
     // dx and dy have identical strides and element size: dx == dy is a legal in-place call.
     bool dx_same_layout_as_dy = false;
+    // The forward's options (ops/softmax/options.hpp): scale and mask operands checked against dx's shape.
+    SoftmaxOptions options;
 
     bool is_log() const { return mode == SMX_LOG_SOFTMAX; }
 };
