@@ -37,6 +37,103 @@ smxStatus_t broadcast_mask(const smxTensorDescriptor& mask, const smxTensorDescr
     return SMX_STATUS_SUCCESS;
 }
 
+namespace {
+
+// The option settings that change the problem (a scale of exactly 1 does not).
+bool any_option(const SoftmaxOptionSettings* settings) {
+    return settings != nullptr && (settings->has_scale_tensor || settings->scale != 1.0 || settings->has_mask ||
+                                   settings->causal || settings->masked_rows != SMX_MASKED_ROWS_NAN ||
+                                   settings->batch_invariant);
+}
+
+// The causal window's checks and its row mapping: row r's query index is (r / divisor) % queries. The query dim
+// (ndim - 2) is the innermost factor of the last collapsed index dim, and rows run row-major over the collapsed
+// dims in every layout but a Spatial one whose contiguous (inner) dim comes first, where the last dim is the
+// outer one: there the query index is the outer index's. `query_strides_one`: dim ndim - 2 has stride 1 in every
+// operand, i.e. it is part of the inner dim.
+smxStatus_t make_causal(const RowGeometry& geometry, bool query_strides_one, SoftmaxOptions* options) {
+    if (geometry.ndim < 2) {
+        return fail(SMX_STATUS_BAD_PARAM_NDIM, "causal needs x of 2 or more dims (queries, keys), not shape {}",
+                    format_dims(geometry.shape, geometry.ndim));
+    }
+    if (geometry.axis != geometry.ndim - 1) {
+        return fail(SMX_STATUS_BAD_PARAM_AXIS, "causal needs the softmax along the last dim ({}), not axis {}",
+                    geometry.ndim - 1, geometry.axis);
+    }
+    options->causal_queries = geometry.shape[geometry.ndim - 2];
+    const bool inner_first = geometry.layout == RowLayout::Spatial && !query_strides_one;
+    options->causal_row_divisor = options->causal_queries > 1 && inner_first ? geometry.inner : 1;
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+smxStatus_t add_option_operands(const SoftmaxOptionSettings* settings, const smxTensorDescriptor& x,
+                                OptionOperands* option_operands, OperandSpec* operands, int* count) {
+    if (!any_option(settings)) return SMX_STATUS_SUCCESS;
+    option_operands->settings = settings;
+    if (settings->has_mask) {
+        SMX_RETURN_IF_ERROR(broadcast_mask(settings->mask_tensor, x, &option_operands->mask));
+        option_operands->mask_index = *count;
+        operands[(*count)++] = {"mask", &option_operands->mask, false};
+    }
+    if (settings->has_scale_tensor) {
+        option_operands->scale_index = *count;
+        operands[(*count)++] = {"scale", &settings->scale_tensor, false, OperandShape::PerRow};
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t make_options(const OptionOperands& option_operands, const RowGeometry& geometry,
+                         const OperandSpec* operands, const OperandLayout* layouts, int count, SoftmaxOptions* options) {
+    const SoftmaxOptionSettings* settings = option_operands.settings;
+    if (settings == nullptr) return SMX_STATUS_SUCCESS;
+    if (option_operands.scale_index >= 0) {
+        options->scale_kind = ScaleKind::PerRow;
+        options->scale_layout = layouts[option_operands.scale_index];
+    } else if (settings->scale != 1.0) {
+        options->scale_kind = ScaleKind::Scalar;
+        options->scale = settings->scale;
+    }
+    if (option_operands.mask_index >= 0) {
+        options->mask_dtype = option_operands.mask.dtype;
+        options->mask_kind = option_operands.mask.dtype == SMX_DTYPE_BOOL ? MaskKind::Keep : MaskKind::Additive;
+        options->mask_layout = layouts[option_operands.mask_index];
+    }
+    if (settings->causal) {
+        options->causal = true;
+        options->causal_offset = settings->causal_offset;
+        bool query_strides_one = true;
+        for (int k = 0; k < count && geometry.ndim >= 2; ++k) {
+            query_strides_one = query_strides_one && operands[k].tensor->strides[geometry.ndim - 2] == 1;
+        }
+        SMX_RETURN_IF_ERROR(make_causal(geometry, query_strides_one, options));
+    }
+    options->masked_rows = settings->masked_rows;
+    options->batch_invariant = settings->batch_invariant;
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t add_option_pointers(const SoftmaxOptions& options, const void* scale, const void* mask, const char* call,
+                                OperandPointer* operands, int* count) {
+    if (options.needs_scale_data() && scale == nullptr) {
+        return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "scale is NULL but the descriptor has a per-row scale ({} takes its data)",
+                    call);
+    }
+    if (options.needs_mask_data() && mask == nullptr) {
+        return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "mask is NULL but the descriptor has a mask ({} takes its data)", call);
+    }
+    if (!options.needs_scale_data() && scale != nullptr) {
+        return fail(SMX_STATUS_BAD_PARAM, "scale is not NULL but the descriptor has no per-row scale");
+    }
+    if (!options.needs_mask_data() && mask != nullptr) {
+        return fail(SMX_STATUS_BAD_PARAM, "mask is not NULL but the descriptor has no mask");
+    }
+    if (mask != nullptr) operands[(*count)++] = {"mask", mask, options.mask_dtype, &options.mask_layout, false, -1, false};
+    if (scale != nullptr) operands[(*count)++] = {"scale", scale, SMX_DTYPE_F32, &options.scale_layout, false, -1, false};
+    return SMX_STATUS_SUCCESS;
+}
+
 std::string describe(const SoftmaxOptions& options) {
     if (!options.any()) return {};
     std::string text;

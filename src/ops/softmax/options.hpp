@@ -89,6 +89,34 @@ struct SoftmaxOptions {
 // (SMX_STATUS_BAD_PARAM_NDIM) or with a size that is neither x's nor 1 (SMX_STATUS_BAD_PARAM_SHAPE).
 smxStatus_t broadcast_mask(const smxTensorDescriptor& mask, const smxTensorDescriptor& x, smxTensorDescriptor* out);
 
+// The option operands of one problem while it is validated: the mask broadcast to x's shape and the per-row
+// scale join its operand list (make_row_geometry) after its own operands. The forward's x-shaped operand is x,
+// the backward's dx. Must outlive the operand list, which points into it.
+struct OptionOperands {
+    const SoftmaxOptionSettings* settings = nullptr;  // NULL: no option changes the problem
+    smxTensorDescriptor mask{};
+    int mask_index = -1;
+    int scale_index = -1;
+};
+
+// Appends the mask and the per-row scale of `settings` (NULL, or nothing that changes the problem: none) to
+// operands[0, *count), checked against `x` (the mask broadcast to x's shape). On failure returns the status and
+// sets the last error.
+smxStatus_t add_option_operands(const SoftmaxOptionSettings* settings, const smxTensorDescriptor& x,
+                                OptionOperands* option_operands, OperandSpec* operands, int* count);
+
+// The validated options of a problem whose geometry make_row_geometry filled from operands[0, count) (with
+// `layouts`): the operands' layouts, and causal's checks and row mapping. Leaves `options` as it is when the
+// problem has none.
+smxStatus_t make_options(const OptionOperands& option_operands, const RowGeometry& geometry,
+                         const OperandSpec* operands, const OperandLayout* layouts, int count, SoftmaxOptions* options);
+
+// Call-time checks of the options' data: `scale` and `mask` non-NULL exactly where `options` has those operands
+// (`call` names the compute call that takes them, for the message), then appended to operands[0, *count) as
+// read operands for check_operand_pointers.
+smxStatus_t add_option_pointers(const SoftmaxOptions& options, const void* scale, const void* mask, const char* call,
+                                OperandPointer* operands, int* count);
+
 // " options=scale,mask(bool),causal(-1),masked_rows=zero,batch_invariant" for plan texts and logs; empty for
 // none, so the texts of problems without options are unchanged.
 std::string describe(const SoftmaxOptions& options);
