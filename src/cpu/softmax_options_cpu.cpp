@@ -14,6 +14,7 @@
 
 #include "core/dtype.hpp"
 #include "cpu/element.hpp"
+#include "cpu/options.hpp"
 #include "cpu/rows.hpp"
 
 namespace smx {
@@ -21,42 +22,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// What one row of the problem keeps and how it transforms x: the options bound to that row.
-struct RowOptions {
-    const SoftmaxInfo& info;
-    const void* x;
-    const void* mask;
-    std::int64_t x0;
-    std::int64_t mask0;
-    std::int64_t last_kept;  // the causal window's last kept j (row_len - 1 without causal; < 0: none)
-    double scale;
-
-    bool kept(std::int64_t j) const {
-        if (j > last_kept) return false;
-        if (info.options.mask_kind != MaskKind::Keep) return true;
-        return load_as_double(mask, SMX_DTYPE_BOOL, mask0 + j * info.options.mask_layout.axis_stride) != 0.0;
-    }
-
-    // z_j of a kept element.
-    template <smxDataType_t XD>
-    double z(std::int64_t j) const {
-        const double value = Element<XD>::load(x, x0 + j * info.x.axis_stride);
-        const double scaled = info.options.scale_kind == ScaleKind::None ? value : scale * value;
-        if (info.options.mask_kind != MaskKind::Additive) return scaled;
-        return scaled + load_as_double(mask, info.options.mask_dtype, mask0 + j * info.options.mask_layout.axis_stride);
-    }
-};
-
-// Row `row`'s last kept position under the causal window j <= i + offset, saturated to [-1, row_len - 1].
-std::int64_t causal_last_kept(const SoftmaxInfo& info, std::int64_t row) {
-    const SoftmaxOptions& options = info.options;
-    if (!options.causal) return info.row_len - 1;
-    const std::int64_t query = (row / options.causal_row_divisor) % options.causal_queries;
-    std::int64_t last;
-    if (__builtin_add_overflow(query, options.causal_offset, &last)) last = options.causal_offset > 0 ? info.row_len : -1;
-    return std::max<std::int64_t>(-1, std::min(last, info.row_len - 1));
-}
 
 template <smxDataType_t XD, smxDataType_t YD>
 void compute_rows(const SoftmaxInfo& info, std::int64_t begin, std::int64_t end, void* y, const void* x,
@@ -66,18 +31,16 @@ void compute_rows(const SoftmaxInfo& info, std::int64_t begin, std::int64_t end,
     const bool log_mode = info.is_log();
     const double excluded_value = log_mode ? -kInf : 0.0;
     for (std::int64_t row = begin; row < end; ++row) {
-        RowOptions r{info, x, mask, row_offset(info, info.x, row), 0, causal_last_kept(info, row), options.scale};
-        if (options.needs_mask_data()) r.mask0 = row_offset(info, options.mask_layout, row);
-        if (options.scale_kind == ScaleKind::PerRow) {
-            r.scale = load_as_double(scale, SMX_DTYPE_F32, row_offset(info, options.scale_layout, row));
-        }
+        const RowOptions r = bind_row_options(info, options, row, scale, mask);
+        const std::int64_t x0 = row_offset(info, info.x, row);
+        const auto z = [&](std::int64_t j) { return r.z(Element<XD>::load(x, x0 + j * info.x.axis_stride), j); };
         const std::int64_t y0 = row_offset(info, info.y, row);
 
         double max = -kInf;
         bool has_nan = false;
         for (std::int64_t j = 0; j < n; ++j) {
             if (!r.kept(j)) continue;
-            const double v = r.template z<XD>(j);
+            const double v = z(j);
             if (std::isnan(v)) has_nan = true;
             else if (v > max) max = v;
         }
@@ -86,7 +49,7 @@ void compute_rows(const SoftmaxInfo& info, std::int64_t begin, std::int64_t end,
             sum = kNaN;
         } else if (max != -kInf) {
             for (std::int64_t j = 0; j < n; ++j) {
-                if (r.kept(j)) sum += std::exp(r.template z<XD>(j) - max);  // a kept +inf makes this NaN
+                if (r.kept(j)) sum += std::exp(z(j) - max);  // a kept +inf makes this NaN
             }
         }
         // Nothing to normalize: no element kept, or every kept z is -inf.
@@ -100,7 +63,7 @@ void compute_rows(const SoftmaxInfo& info, std::int64_t begin, std::int64_t end,
             else if (empty) out = empty_value;
             else if (!r.kept(j)) out = excluded_value;
             else {
-                const double shifted = r.template z<XD>(j) - max;
+                const double shifted = z(j) - max;
                 out = log_mode ? shifted - log_sum : std::exp(shifted) / sum;
             }
             Element<YD>::store(y, y0 + j * info.y.axis_stride, out);
