@@ -1,7 +1,7 @@
 // The softmax options half of the C API contract (issue 53): every refusal of the options object, of the
-// descriptor created with it and of the forward with its data has its exact status and a message naming the
-// offending value; what is allowed (NULL options, options changed or destroyed after creation, zero-size
-// problems without data) works.
+// descriptors created with it and of the forward and backward with its data has its exact status and a message
+// naming the offending value; what is allowed (NULL options, options changed or destroyed after creation,
+// zero-size problems without data) works.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -49,6 +49,28 @@ struct OptionsDesc {
 std::string plan_of(smxSoftmaxDescriptor_t desc) {
     const char* text = nullptr;
     REQUIRE(smxGetSoftmaxPlan(desc, &text) == SMX_STATUS_SUCCESS);
+    return text;
+}
+
+
+// A backward descriptor created with options (RAII); status is creation's. dy and y take dx's descriptor.
+struct BackwardOptionsDesc {
+    smxSoftmaxBackwardDescriptor_t desc = nullptr;
+    smxStatus_t status;
+    BackwardOptionsDesc(smxHandle_t handle, int axis, smxTensorDescriptor_t tensor, smxSoftmaxOptions_t options,
+                        smxSoftmaxMode_t mode = SMX_SOFTMAX) {
+        desc = reinterpret_cast<smxSoftmaxBackwardDescriptor_t>(&status);  // garbage: creation must reset it
+        status = smxCreateSoftmaxBackwardDescriptorWithOptions(handle, &desc, mode, axis, tensor, tensor, tensor, options);
+        if (status != SMX_STATUS_SUCCESS) CHECK(desc == nullptr);
+    }
+    ~BackwardOptionsDesc() { smxDestroySoftmaxBackwardDescriptor(desc); }
+    BackwardOptionsDesc(const BackwardOptionsDesc&) = delete;
+    BackwardOptionsDesc& operator=(const BackwardOptionsDesc&) = delete;
+};
+
+std::string plan_of(smxSoftmaxBackwardDescriptor_t desc) {
+    const char* text = nullptr;
+    REQUIRE(smxGetSoftmaxBackwardPlan(desc, &text) == SMX_STATUS_SUCCESS);
     return text;
 }
 
@@ -322,4 +344,169 @@ TEST_CASE("a zero-size problem with options succeeds without any pointer", "[api
     CHECK(smxSoftmaxForwardWithOptions(desc.desc, nullptr, 0, nullptr, nullptr, nullptr, nullptr, nullptr) ==
           SMX_STATUS_SUCCESS);
     CHECK(smxSoftmaxForward(desc.desc, nullptr, 0, nullptr, nullptr, nullptr) == SMX_STATUS_SUCCESS);
+}
+
+// ---- the backward with options ------------------------------------------------------------------------------
+
+TEST_CASE("backward WithOptions: NULL options is the plain backward; NULL or foreign objects are refused",
+          "[api][options][backward]") {
+    CpuHandle handle;
+    TensorDesc t(SMX_DTYPE_F32, {3, 5}, {});
+    BackwardOptionsDesc plain(handle.handle, 1, t.desc, nullptr);
+    REQUIRE(plain.status == SMX_STATUS_SUCCESS);
+    CHECK(plan_of(plain.desc) == "cpu reference backward layout=rows threads=1");
+    CHECK(smxCreateSoftmaxBackwardDescriptorWithOptions(handle.handle, nullptr, SMX_SOFTMAX, 1, t.desc, t.desc, t.desc,
+                                                        nullptr) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    // A tensor descriptor is not an options object.
+    BackwardOptionsDesc foreign(handle.handle, 1, t.desc, reinterpret_cast<smxSoftmaxOptions_t>(t.desc));
+    CHECK(foreign.status == SMX_STATUS_BAD_PARAM_OBJECT);
+    CHECK_THAT(last_error(), Contains("options"));
+    Options o;
+    REQUIRE(smxSetSoftmaxScale(o.options, 0.5) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc bad_mode(handle.handle, 1, t.desc, o.options, static_cast<smxSoftmaxMode_t>(7));
+    CHECK(bad_mode.status == SMX_STATUS_BAD_PARAM_MODE);
+    BackwardOptionsDesc scaled(handle.handle, 1, t.desc, o.options, SMX_LOG_SOFTMAX);
+    REQUIRE(scaled.status == SMX_STATUS_SUCCESS);
+    CHECK(plan_of(scaled.desc) == "cpu reference backward layout=rows threads=1 options=scale(0.5)");
+}
+
+TEST_CASE("backward options are checked against dx's shape as the forward's are against x's", "[api][options][backward]") {
+    CpuHandle handle;
+    TensorDesc t(SMX_DTYPE_F32, {2, 3, 5}, {});
+    Options o;
+    TensorDesc wide_mask(SMX_DTYPE_BOOL, {4}, {});
+    REQUIRE(smxSetSoftmaxMask(o.options, wide_mask.desc) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc mask_mismatch(handle.handle, 2, t.desc, o.options);
+    CHECK(mask_mismatch.status == SMX_STATUS_BAD_PARAM_SHAPE);
+    CHECK_THAT(last_error(), Contains("mask shape [4] does not broadcast to x shape [2,3,5]"));
+    REQUIRE(smxSetSoftmaxMask(o.options, nullptr) == SMX_STATUS_SUCCESS);
+
+    TensorDesc wrong_scale(SMX_DTYPE_F32, {2, 5}, {});
+    REQUIRE(smxSetSoftmaxScaleTensor(o.options, wrong_scale.desc) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc scale_mismatch(handle.handle, 2, t.desc, o.options);
+    CHECK(scale_mismatch.status == SMX_STATUS_BAD_PARAM_SHAPE);
+    TensorDesc right_scale(SMX_DTYPE_F32, {2, 3}, {});
+    REQUIRE(smxSetSoftmaxScaleTensor(o.options, right_scale.desc) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc scale_ok(handle.handle, 2, t.desc, o.options);
+    CHECK(scale_ok.status == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetSoftmaxScaleTensor(o.options, nullptr) == SMX_STATUS_SUCCESS);
+
+    REQUIRE(smxSetSoftmaxCausal(o.options, 1, 0) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc middle_axis(handle.handle, 1, t.desc, o.options);
+    CHECK(middle_axis.status == SMX_STATUS_BAD_PARAM_AXIS);
+    CHECK_THAT(last_error(), Contains("causal needs the softmax along the last dim"));
+    TensorDesc one_d(SMX_DTYPE_F32, {5}, {});
+    BackwardOptionsDesc flat(handle.handle, 0, one_d.desc, o.options);
+    CHECK(flat.status == SMX_STATUS_BAD_PARAM_NDIM);
+}
+
+TEST_CASE("the backward takes the option data the descriptor needs, and only that", "[api][options][backward]") {
+    CpuHandle handle;
+    HostTensor y = make_tensor(SMX_DTYPE_F32, {3, 6});
+    fill_random(y, test_rng(), 0.3);
+    HostTensor dy = make_tensor(SMX_DTYPE_F32, {3, 6});
+    fill_random(dy, test_rng());
+    HostTensor dx = make_tensor(SMX_DTYPE_F32, {3, 6});
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {3});
+    HostTensor mask = make_tensor(SMX_DTYPE_BOOL, {6});
+    TensorDesc t(y), scale_desc(scale), mask_desc(mask);
+    Options o;
+    REQUIRE(smxSetSoftmaxMask(o.options, mask_desc.desc) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc masked(handle.handle, 1, t.desc, o.options);
+    REQUIRE(masked.status == SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxBackward(masked.desc, nullptr, 0, dx.data(), dy.data(), y.data(), nullptr) ==
+          SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK_THAT(last_error(), Contains("mask is NULL but the descriptor has a mask (smxSoftmaxBackwardWithOptions"));
+    CHECK(smxSoftmaxBackwardWithOptions(masked.desc, nullptr, 0, dx.data(), dy.data(), y.data(), scale.data(),
+                                        mask.data(), nullptr) == SMX_STATUS_BAD_PARAM);
+    CHECK_THAT(last_error(), Contains("scale is not NULL but the descriptor has no per-row scale"));
+    CHECK(smxSoftmaxBackwardWithOptions(masked.desc, nullptr, 0, dx.data(), dy.data(), y.data(), nullptr, mask.data(),
+                                        nullptr) == SMX_STATUS_SUCCESS);
+
+    REQUIRE(smxSetSoftmaxMask(o.options, nullptr) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetSoftmaxScaleTensor(o.options, scale_desc.desc) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc scaled(handle.handle, 1, t.desc, o.options);
+    REQUIRE(scaled.status == SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxBackwardWithOptions(scaled.desc, nullptr, 0, dx.data(), dy.data(), y.data(), nullptr, nullptr,
+                                        nullptr) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK_THAT(last_error(), Contains("scale is NULL but the descriptor has a per-row scale"));
+    CHECK(smxSoftmaxBackwardWithOptions(scaled.desc, nullptr, 0, dx.data(), dy.data(), y.data(), scale.data(),
+                                        mask.data(), nullptr) == SMX_STATUS_BAD_PARAM);
+    CHECK_THAT(last_error(), Contains("mask is not NULL but the descriptor has no mask"));
+    std::vector<float> buffer(8);
+    const void* misaligned = reinterpret_cast<const unsigned char*>(buffer.data()) + 1;
+    CHECK(smxSoftmaxBackwardWithOptions(scaled.desc, nullptr, 0, dx.data(), dy.data(), y.data(), misaligned, nullptr,
+                                        nullptr) == SMX_STATUS_BAD_PARAM_ALIGNMENT);
+    CHECK_THAT(last_error(), Contains("scale pointer"));
+    // dy is checked before the options' data, as the plain call checks it.
+    CHECK(smxSoftmaxBackwardWithOptions(scaled.desc, nullptr, 0, dx.data(), nullptr, y.data(), scale.data(), nullptr,
+                                        nullptr) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK_THAT(last_error(), Contains("dy is NULL"));
+
+    // Options that need no data take both calls.
+    REQUIRE(smxSetSoftmaxScaleTensor(o.options, nullptr) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetSoftmaxCausal(o.options, 1, 0) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc dataless(handle.handle, 1, t.desc, o.options);
+    REQUIRE(dataless.status == SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxBackward(dataless.desc, nullptr, 0, dx.data(), dy.data(), y.data(), nullptr) == SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxBackwardWithOptions(dataless.desc, nullptr, 0, dx.data(), dy.data(), y.data(), nullptr, nullptr,
+                                        nullptr) == SMX_STATUS_SUCCESS);
+}
+
+TEST_CASE("dx may not overlap the mask or the per-row scale; they may overlap dy, y and each other",
+          "[api][options][backward]") {
+    CpuHandle handle;
+    // One float buffer: dx in its first 18 elements, dy and y after it, the scale and an f32 additive mask placed
+    // to overlap dx or not.
+    std::vector<float> buffer(96, 0.25f);
+    TensorDesc t(SMX_DTYPE_F32, {3, 6}, {});
+    TensorDesc scale_desc(SMX_DTYPE_F32, {3}, {});
+    TensorDesc mask_desc(SMX_DTYPE_F32, {6}, {});
+    Options o;
+    REQUIRE(smxSetSoftmaxScaleTensor(o.options, scale_desc.desc) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetSoftmaxMask(o.options, mask_desc.desc) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc desc(handle.handle, 1, t.desc, o.options);
+    REQUIRE(desc.status == SMX_STATUS_SUCCESS);
+    float* dx = buffer.data();
+    const float* dy = buffer.data() + 20;
+    const float* y = buffer.data() + 40;
+    CHECK(smxSoftmaxBackwardWithOptions(desc.desc, nullptr, 0, dx, dy, y, buffer.data() + 60, buffer.data() + 5,
+                                        nullptr) == SMX_STATUS_BAD_PARAM_OVERLAP);
+    CHECK_THAT(last_error(), Contains("dx (bytes") && Contains("overlaps mask"));
+    CHECK(smxSoftmaxBackwardWithOptions(desc.desc, nullptr, 0, dx, dy, y, buffer.data() + 17, buffer.data() + 70,
+                                        nullptr) == SMX_STATUS_BAD_PARAM_OVERLAP);
+    CHECK_THAT(last_error(), Contains("overlaps scale"));
+    CHECK(smxSoftmaxBackwardWithOptions(desc.desc, nullptr, 0, dx, dy, y, buffer.data() + 60, buffer.data() + 70,
+                                        nullptr) == SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxBackwardWithOptions(desc.desc, nullptr, 0, dx, dy, y, dy, y, nullptr) == SMX_STATUS_SUCCESS);
+}
+
+TEST_CASE("a zero-size backward with options succeeds without any pointer", "[api][options][backward]") {
+    CpuHandle handle;
+    TensorDesc t(SMX_DTYPE_F32, {0, 6}, {});
+    TensorDesc scale(SMX_DTYPE_F32, {0}, {});
+    TensorDesc mask(SMX_DTYPE_BOOL, {6}, {});
+    Options o;
+    REQUIRE(smxSetSoftmaxScaleTensor(o.options, scale.desc) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetSoftmaxMask(o.options, mask.desc) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxSetSoftmaxCausal(o.options, 1, 0) == SMX_STATUS_SUCCESS);
+    BackwardOptionsDesc desc(handle.handle, 1, t.desc, o.options);
+    REQUIRE(desc.status == SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxBackwardWithOptions(desc.desc, nullptr, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) ==
+          SMX_STATUS_SUCCESS);
+    CHECK(smxSoftmaxBackward(desc.desc, nullptr, 0, nullptr, nullptr, nullptr, nullptr) == SMX_STATUS_SUCCESS);
+}
+
+TEST_CASE("a bool dx, dy or y is refused: BOOL describes masks only", "[api][options][backward]") {
+    CpuHandle handle;
+    TensorDesc values(SMX_DTYPE_F32, {3, 5}, {});
+    TensorDesc flags(SMX_DTYPE_BOOL, {3, 5}, {});
+    smxSoftmaxBackwardDescriptor_t desc = nullptr;
+    CHECK(smxCreateSoftmaxBackwardDescriptor(handle.handle, &desc, SMX_SOFTMAX, 1, flags.desc, values.desc, values.desc) ==
+          SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR);
+    CHECK_THAT(last_error(), Contains("dx is bool"));
+    CHECK(smxCreateSoftmaxBackwardDescriptor(handle.handle, &desc, SMX_SOFTMAX, 1, values.desc, flags.desc, flags.desc) ==
+          SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR);
+    CHECK_THAT(last_error(), Contains("dy is bool"));
+    CHECK(desc == nullptr);
 }

@@ -39,6 +39,33 @@ std::int64_t per_row_offset(const HostTensor& t, const std::vector<std::int64_t>
     return offset;
 }
 
+// Row r's multi-index over the dims other than `axis` (row-major), its axis entry 0.
+void row_index(const std::vector<std::int64_t>& shape, int axis, std::int64_t r, std::vector<std::int64_t>& index) {
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+        if (d == axis) continue;
+        index[d] = r % shape[d];
+        r /= shape[d];
+    }
+    index[axis] = 0;
+}
+
+// The scale of the row holding `index`.
+double row_scale(const OptionsSpec& spec, const std::vector<std::int64_t>& index, int axis) {
+    if (spec.scale_tensor != nullptr) return spec.scale_tensor->get(per_row_offset(*spec.scale_tensor, index, axis));
+    return spec.scale.value_or(1.0);
+}
+
+// Whether the element at `index` is kept: inside the causal window and, with a keep-mask, true there.
+bool kept_at(const OptionsSpec& spec, const std::vector<std::int64_t>& index) {
+    const int ndim = static_cast<int>(index.size());
+    // The axis is the last dim; 128-bit so an offset near the int64 limits cannot overflow.
+    if (spec.causal && static_cast<__int128>(index[ndim - 1]) > static_cast<__int128>(index[ndim - 2]) + *spec.causal) {
+        return false;
+    }
+    if (spec.mask == nullptr || spec.mask->dtype != SMX_DTYPE_BOOL) return true;
+    return spec.mask->get(broadcast_offset(*spec.mask, index)) != 0.0;
+}
+
 }  // namespace
 
 OptionsReference reference_softmax_options(const HostTensor& x, int axis, bool log_mode, const OptionsSpec& spec) {
@@ -57,27 +84,15 @@ OptionsReference reference_softmax_options(const HostTensor& x, int axis, bool l
     std::vector<double> z(static_cast<std::size_t>(n)), magnitude(static_cast<std::size_t>(n));
     std::vector<char> kept(static_cast<std::size_t>(n));
     for (std::int64_t r = 0; r < total / n; ++r) {
-        // Row r's multi-index (the axis entry set per element below), row-major over the other dims.
-        std::int64_t rest = r;
-        for (int d = ndim - 1; d >= 0; --d) {
-            if (d == axis) continue;
-            index[d] = rest % x.shape[d];
-            rest /= x.shape[d];
-        }
-        index[axis] = 0;
-        double scale = spec.scale.value_or(1.0);
-        if (spec.scale_tensor != nullptr) scale = spec.scale_tensor->get(per_row_offset(*spec.scale_tensor, index, axis));
+        row_index(x.shape, axis, r, index);  // the axis entry set per element below
+        const double scale = row_scale(spec, index, axis);
 
         double max = -kInf, max_magnitude = 0.0;
         bool has_nan = false;
         for (std::int64_t j = 0; j < n; ++j) {
             index[axis] = j;
-            bool keep = true;
-            // The axis is the last dim; 128-bit so an offset near the int64 limits cannot overflow.
-            if (spec.causal) keep = static_cast<__int128>(j) <= static_cast<__int128>(index[ndim - 2]) + *spec.causal;
-            if (keep && spec.mask != nullptr && !additive) keep = spec.mask->get(broadcast_offset(*spec.mask, index)) != 0.0;
-            kept[j] = keep;
-            if (!keep) continue;  // an excluded element is not read
+            kept[j] = kept_at(spec, index);
+            if (!kept[j]) continue;  // an excluded element is not read
             const double scaled = scale * x.get(x.offset_of(index));
             const double added = additive ? spec.mask->get(broadcast_offset(*spec.mask, index)) : 0.0;
             z[j] = scaled + added;
@@ -103,6 +118,62 @@ OptionsReference reference_softmax_options(const HostTensor& x, int axis, bool l
             else value = log_mode ? (z[j] - max) - std::log(sum) : std::exp(z[j] - max) / sum;
             out.y[static_cast<std::size_t>(at)] = value;
             out.z_magnitude[static_cast<std::size_t>(at)] = (kept[j] ? magnitude[j] : 0.0) + max_magnitude;
+        }
+    }
+    return out;
+}
+
+BackwardReference reference_softmax_backward_options(const HostTensor& dy, const HostTensor& y, int axis, bool log_mode,
+                                                     const OptionsSpec& spec) {
+    const int ndim = y.ndim();
+    if (axis < 0) axis += ndim;
+    const std::int64_t n = y.shape[axis];
+    const std::int64_t total = y.numel();
+    BackwardReference out;
+    out.dx.resize(static_cast<std::size_t>(total));
+    out.scale.resize(static_cast<std::size_t>(total));
+    if (total == 0) return out;
+    const std::vector<std::int64_t> logical = row_major_strides(y.shape);
+    const double empty_y = log_mode ? -kInf : 0.0;  // the forward's output in a row with nothing to normalize
+    std::vector<std::int64_t> index(static_cast<std::size_t>(ndim));
+    std::vector<double> dys(static_cast<std::size_t>(n)), ys(static_cast<std::size_t>(n));
+    std::vector<char> kept(static_cast<std::size_t>(n));
+    for (std::int64_t r = 0; r < total / n; ++r) {
+        row_index(y.shape, axis, r, index);
+        const double scale = row_scale(spec, index, axis);
+        double sum = 0.0, abs_sum = 0.0;  // over the kept elements: sum(dy * y) and sum|dy * y| (log: of dy)
+        bool normalized = false;
+        for (std::int64_t j = 0; j < n; ++j) {
+            index[axis] = j;
+            kept[j] = kept_at(spec, index);
+            if (!kept[j]) continue;  // an excluded element is not read
+            dys[j] = dy.get(dy.offset_of(index));
+            ys[j] = y.get(y.offset_of(index));
+            const double term = log_mode ? dys[j] : dys[j] * ys[j];
+            sum += term;
+            abs_sum += std::fabs(term);
+            normalized = normalized || ys[j] != empty_y;
+        }
+        const bool zero_row = spec.zero_rows && !normalized;
+        for (std::int64_t j = 0; j < n; ++j) {
+            index[axis] = j;
+            std::int64_t at = 0;
+            for (int d = 0; d < ndim; ++d) at += index[d] * logical[d];
+            double value = 0.0, error_scale = 0.0;
+            if (kept[j] && !zero_row) {
+                if (log_mode) {
+                    const double e = std::exp(ys[j]);
+                    value = dys[j] - e * sum;
+                    error_scale = std::fabs(dys[j]) + e * abs_sum;
+                } else {
+                    value = ys[j] * (dys[j] - sum);
+                    error_scale = std::fabs(ys[j]) * (std::fabs(dys[j]) + abs_sum);
+                }
+                value *= scale;
+                error_scale *= std::fabs(scale);
+            }
+            out.dx[static_cast<std::size_t>(at)] = value;
+            out.scale[static_cast<std::size_t>(at)] = error_scale;
         }
     }
     return out;
@@ -239,6 +310,28 @@ smxStatus_t run_cpu_options(HostTensor& y, const HostTensor& x, int axis, bool l
                                           spec.scale_tensor != nullptr ? spec.scale_tensor->data() : nullptr,
                                           spec.mask != nullptr ? spec.mask->data() : nullptr, nullptr);
     smxDestroySoftmaxDescriptor(desc);
+    return status;
+}
+
+smxStatus_t run_cpu_backward_options(HostTensor& dx, const HostTensor& dy, const HostTensor& y, int axis, bool log_mode,
+                                     const OptionsSpec& spec, std::string* plan) {
+    Handle handle(SMX_DEVICE_CPU, 0);
+    if (handle.status != SMX_STATUS_SUCCESS) return handle.status;
+    SoftmaxOptionsObject options(spec);
+    if (options.status != SMX_STATUS_SUCCESS) return options.status;
+    TensorDesc dx_desc(dx), dy_desc(dy), y_desc(y);
+    smxSoftmaxBackwardDescriptor_t desc = nullptr;
+    smxStatus_t status = smxCreateSoftmaxBackwardDescriptorWithOptions(
+        handle.handle, &desc, log_mode ? SMX_LOG_SOFTMAX : SMX_SOFTMAX, axis, dx_desc.desc, dy_desc.desc, y_desc.desc,
+        options.options);
+    if (status != SMX_STATUS_SUCCESS) return status;
+    const char* text = nullptr;
+    if (plan != nullptr && smxGetSoftmaxBackwardPlan(desc, &text) == SMX_STATUS_SUCCESS) *plan = text;
+    const void* dy_data = (&dx == &dy) ? dx.data() : dy.data();  // in place: one pointer for both
+    status = smxSoftmaxBackwardWithOptions(desc, nullptr, 0, dx.data(), dy_data, y.data(),
+                                           spec.scale_tensor != nullptr ? spec.scale_tensor->data() : nullptr,
+                                           spec.mask != nullptr ? spec.mask->data() : nullptr, nullptr);
+    smxDestroySoftmaxBackwardDescriptor(desc);
     return status;
 }
 

@@ -37,6 +37,13 @@ struct OptionsReference {
 };
 OptionsReference reference_softmax_options(const HostTensor& x, int axis, bool log_mode, const OptionsSpec& spec);
 
+// The float64 reference of the backward of softmax with options over y's logical elements (smx.h,
+// smxCreateSoftmaxBackwardDescriptorWithOptions): the plain formula with its sums over the kept elements (keep-mask
+// and causal), times the row's scale, 0 at excluded elements and, with zero_rows, in rows whose kept y are all 0
+// (log: -inf). `scale` is each element's error scale, the plain formula's (reference.hpp) times |scale|.
+BackwardReference reference_softmax_backward_options(const HostTensor& dy, const HostTensor& y, int axis, bool log_mode,
+                                                     const OptionsSpec& spec);
+
 // Replaces each finite value that rounds to an infinity in `dtype` by that infinity, as a backend's output must
 // (a log-softmax of -1e5 is -inf in f16).
 void round_overflow(smxDataType_t dtype, std::vector<double>& values);
@@ -85,5 +92,10 @@ struct SoftmaxOptionsObject {
 // call's status; `plan`, when given, receives the plan text.
 smxStatus_t run_cpu_options(HostTensor& y, const HostTensor& x, int axis, bool log_mode, const OptionsSpec& spec,
                             std::string* plan = nullptr);
+
+// Runs the backward with options on the CPU backend (dx == dy in place when they are one object); as
+// run_cpu_options.
+smxStatus_t run_cpu_backward_options(HostTensor& dx, const HostTensor& dy, const HostTensor& y, int axis, bool log_mode,
+                                     const OptionsSpec& spec, std::string* plan = nullptr);
 
 }  // namespace smx_test
