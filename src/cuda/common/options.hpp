@@ -8,7 +8,8 @@
 #include "smx/smx.h"
 
 namespace smx {
-struct SoftmaxInfo;
+struct RowGeometry;
+struct SoftmaxOptions;
 }  // namespace smx
 
 namespace smx::cuda {
@@ -35,7 +36,7 @@ struct OptionsParams {
     int zero_rows = 0;                      // masked rows give 0 (log: -inf) instead of NaN
 };
 
-// The options of `info` with the pointers left empty (bound at the call).
-OptionsParams options_params(const SoftmaxInfo& info);
+// The options of a problem (the forward's or the backward's) with the pointers left empty (bound at the call).
+OptionsParams options_params(const RowGeometry& geometry, const SoftmaxOptions& options);
 
 }  // namespace smx::cuda

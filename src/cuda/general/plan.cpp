@@ -97,7 +97,7 @@ smxStatus_t plan_general_options(const SoftmaxInfo& info, const PlanContext& con
     GeneralOptionsParams params;
     unsigned grid = 0;
     SMX_RETURN_IF_ERROR(general_shape(info, context, kernel, &params.general, &grid));
-    params.options = options_params(info);
+    params.options = options_params(info, info.options);
     FamilyPlan chosen;
     chosen.call = std::make_unique<GeneralOptionsCall>(params, Launch{kernel, dim3(grid), dim3(kGeneralThreads), 0, 0});
     chosen.text = general_text(params.general, grid) + describe(info.options);
