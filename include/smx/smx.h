@@ -335,7 +335,11 @@ SMX_API smxStatus_t smxCreateSoftmaxBackwardDescriptorWithOptions(smxHandle_t ha
                                                                   smxSoftmaxOptions_t options);
 
 /** smxSoftmaxBackward with the data of the descriptor's tensor options (`scale`, `mask`: as for
- *  smxSoftmaxForwardWithOptions, NULL where the descriptor has no such option). dx may not overlap them. */
+ *  smxSoftmaxForwardWithOptions, NULL where the descriptor has no such option). dx may not overlap them. An
+ *  additive mask's data is checked but not read: it leaves the kept set, hence the gradient, as it is.
+ *  Fails as smxSoftmaxBackward, and with SMX_STATUS_BAD_PARAM_NULL_POINTER (data the descriptor needs is NULL,
+ *  checked after dy, y, dx and the workspace), SMX_STATUS_BAD_PARAM (data it has no option for),
+ *  _ALIGNMENT, _OVERLAP (dx meets the scale or the mask), _DEVICE (CUDA: the data is not device memory). */
 SMX_API smxStatus_t smxSoftmaxBackwardWithOptions(smxSoftmaxBackwardDescriptor_t desc, void* workspace,
                                                   size_t workspaceBytes, void* dx, const void* dy, const void* y,
                                                   const void* scale, const void* mask, void* stream);
