@@ -78,7 +78,8 @@ typedef enum smxDataType_t {
     SMX_DTYPE_F16 = 1,   /**< IEEE binary16 */
     SMX_DTYPE_BF16 = 2,  /**< bfloat16 (the top half of a binary32) */
     SMX_DTYPE_F32 = 3,   /**< IEEE binary32 */
-    SMX_DTYPE_F64 = 4    /**< IEEE binary64 */
+    SMX_DTYPE_F64 = 4,   /**< IEEE binary64 */
+    SMX_DTYPE_BOOL = 7   /**< one byte per element, 0 false, anything else true: softmax keep-masks only */
 } smxDataType_t;
 
 /** Describes a strided N-d tensor: dtype, shape and strides. It holds no data pointer. */
@@ -149,15 +150,116 @@ SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** 
  *  calling thread rather than failing the call. Tensors with zero elements succeed and do nothing.
  *  Semantics follow PyTorch: a row holding +inf or NaN gives NaN for the whole row; a row of all -inf
  *  gives NaN; -inf among finite values gives 0 (log: -inf); an axis of size 1 gives 1 (log: 0).
- *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or x/y with elements to compute),
- *  _WORKSPACE (workspaceBytes below the queried size), _OVERLAP, _ALIGNMENT, _DEVICE (CUDA: x or y is not
- *  memory of the handle's device), SMX_STATUS_EXECUTION_FAILED (a CUDA launch failed). */
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or x/y with elements to compute, or a descriptor whose
+ *  options need data: smxSoftmaxForwardWithOptions), _WORKSPACE (workspaceBytes below the queried size),
+ *  _OVERLAP, _ALIGNMENT, _DEVICE (CUDA: x or y is not memory of the handle's device),
+ *  SMX_STATUS_EXECUTION_FAILED (a CUDA launch failed). */
 SMX_API smxStatus_t smxSoftmaxForward(smxSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes,
                                       void* y, const void* x, void* stream);
 
 /** Destroys a softmax descriptor. NULL is a no-op. Work already enqueued with it is unaffected.
  *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live softmax descriptor. */
 SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Softmax options: scale, mask, causal, masked rows, batch invariance                             */
+/* ------------------------------------------------------------------------------------------------ */
+/* Options fused into the softmax's own pass (docs/api.md, "Softmax options", gives every rule). Per row,
+ * along the axis, with s the scale and a the additive mask (1 and 0 where unset):
+ *     z_j = s * x_j + a_j      for the kept elements j (keep-mask true, inside the causal window)
+ *     y   = softmax(z) or log_softmax(z) over the kept elements; excluded elements give 0 (log: -inf)
+ * in IEEE arithmetic (an additive -inf gives 0, log -inf, where x is finite; NaN where x is NaN or +-inf, as
+ * x + mask does in PyTorch). An excluded element is not read: a NaN or +inf there does not reach the row. A
+ * row whose kept z include a NaN or +inf is NaN everywhere (as masked_fill then softmax makes it); a row
+ * whose every kept z is -inf (or with nothing kept) gives NaN, as PyTorch does, or, with
+ * SMX_MASKED_ROWS_ZERO, 0 (log: -inf).
+ * Options live in an options object, set one by one; a descriptor created with it copies them, so the object
+ * may be changed or destroyed afterwards. Tensor options (a per-row scale, a mask) are described here and
+ * their data passed at each compute call. */
+
+/** What a row with nothing left to normalize gives: no element kept (keep-mask, causal), or every kept
+ *  element's scaled and masked value -inf. */
+typedef enum smxMaskedRows_t {
+    SMX_MASKED_ROWS_NAN = 0, /**< NaN, as PyTorch's softmax (the default) */
+    SMX_MASKED_ROWS_ZERO = 1 /**< softmax 0, log-softmax -inf, as PyTorch's _safe_softmax and oneDNN's inf_as_zero */
+} smxMaskedRows_t;
+
+/** A set of softmax options, read when a descriptor is created with it. Not thread-safe while being set. */
+typedef struct smxSoftmaxOptions* smxSoftmaxOptions_t;
+
+/** Creates an options object holding the defaults: scale 1, no mask, not causal, SMX_MASKED_ROWS_NAN, not
+ *  batch-invariant (a descriptor created with it computes what smxCreateSoftmaxDescriptor's would).
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (options NULL) or SMX_STATUS_ALLOC_FAILED; on failure
+ *  *options is set to NULL. */
+SMX_API smxStatus_t smxCreateSoftmaxOptions(smxSoftmaxOptions_t* options);
+
+/** Destroys an options object. NULL is a no-op. Descriptors created with it are unaffected.
+ *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live options object. */
+SMX_API smxStatus_t smxDestroySoftmaxOptions(smxSoftmaxOptions_t options);
+
+/** Sets one scale for every row: z = scale * x. Any double, NaN and infinities included (they act as IEEE
+ *  arithmetic says: scale 0 makes every finite row uniform, 0 * inf is NaN); computed in the descriptor's
+ *  compute type (float32, or float64 where x or y is F64), so a scale beyond float32's range is infinite
+ *  there. Replaces a per-row scale set before. Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER or _OBJECT. */
+SMX_API smxStatus_t smxSetSoftmaxScale(smxSoftmaxOptions_t options, double scale);
+
+/** Sets a scale per row: z = scale[row] * x, the scale's data passed at each compute call.
+ *  scaleDesc: F32, x's shape without the axis (or with the axis of size 1; a 1-d x takes shape [1]), any
+ *  strides (zero strides broadcast one factor over several rows); checked against x when a descriptor is
+ *  created. The object copies the descriptor (scaleDesc may be destroyed right after). NULL removes the
+ *  scale (scale 1). Replaces a scalar scale set before.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (options NULL), _OBJECT (options or scaleDesc not live),
+ *  SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR (scaleDesc is not F32). */
+SMX_API smxStatus_t smxSetSoftmaxScaleTensor(smxSoftmaxOptions_t options, smxTensorDescriptor_t scaleDesc);
+
+/** Sets a mask, its data passed at each compute call. Its dtype says what it is:
+ *   SMX_DTYPE_BOOL: a keep-mask (nonzero keeps the element; a zero byte excludes it, unread);
+ *   F16, BF16, F32, F64: an additive mask, z = scale * x + mask (a -inf makes the element 0, log -inf).
+ *  maskDesc is broadcast to x's shape by NumPy's rules (its dims align with x's last ones; each of its sizes
+ *  is x's or 1; fewer dims than x are fine) and read through its strides (zero strides welcome); checked
+ *  against x when a descriptor is created. The object copies the descriptor. NULL removes the mask.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (options NULL), _OBJECT, SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR
+ *  (a dtype that is neither BOOL nor floating). */
+SMX_API smxStatus_t smxSetSoftmaxMask(smxSoftmaxOptions_t options, smxTensorDescriptor_t maskDesc);
+
+/** Sets a causal window: with x's last two dims (i, j) and the softmax along the last one, element j of row
+ *  i is kept when j <= i + offset (offset 0 is PyTorch SDPA's is_causal; keys - queries aligns the window to
+ *  the bottom right; a row whose window is empty has nothing kept). enabled 0 removes it. A descriptor
+ *  needs x of 2 or more dims and the axis the last one. Combines with a mask: an element is kept when both
+ *  keep it. Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _MODE (enabled other than 0 or 1). */
+SMX_API smxStatus_t smxSetSoftmaxCausal(smxSoftmaxOptions_t options, int enabled, int64_t offset);
+
+/** Sets what a row with nothing left to normalize gives (smxMaskedRows_t); SMX_MASKED_ROWS_NAN by default.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _MODE (not an smxMaskedRows_t). */
+SMX_API smxStatus_t smxSetSoftmaxMaskedRows(smxSoftmaxOptions_t options, smxMaskedRows_t maskedRows);
+
+/** enabled 1: a row's result is the same bits whatever the number of rows, the row's position among them and
+ *  the tensors' strides: it depends only on the row's values (and its scale and mask values), its length, the
+ *  dtypes, the mode and which options are set, because the plan is chosen from those alone (docs/api.md says
+ *  what it costs). 0 (the default): the fastest plan for each shape, whose results agree with one another
+ *  within the documented tolerances, not bit for bit. Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT,
+ *  _MODE (enabled other than 0 or 1). */
+SMX_API smxStatus_t smxSetSoftmaxBatchInvariant(smxSoftmaxOptions_t options, int enabled);
+
+/** smxCreateSoftmaxDescriptor with options (NULL: none, exactly smxCreateSoftmaxDescriptor). The options are
+ *  copied; `options` may be changed or destroyed right after. Beyond smxCreateSoftmaxDescriptor's checks,
+ *  fails with SMX_STATUS_BAD_PARAM_OBJECT (options not live), _SHAPE (a per-row scale not of x's shape
+ *  without the axis; a mask not broadcastable to x), _NDIM (causal with a 1-d x, or a mask of more dims than
+ *  x), _AXIS (causal along another axis than the last). */
+SMX_API smxStatus_t smxCreateSoftmaxDescriptorWithOptions(smxHandle_t handle, smxSoftmaxDescriptor_t* desc,
+                                                          smxSoftmaxMode_t mode, int axis,
+                                                          smxTensorDescriptor_t yDesc, smxTensorDescriptor_t xDesc,
+                                                          smxSoftmaxOptions_t options);
+
+/** smxSoftmaxForward with the data of the descriptor's tensor options: `scale` (the per-row factors) and
+ *  `mask`, each pointing at element [0, ..., 0] of its tensor (memory of the handle's device, aligned to its
+ *  element size), and NULL where the descriptor has no such option (smxSoftmaxForward is this call with both
+ *  NULL, and refuses a descriptor that needs either). y may not overlap them. Checks as smxSoftmaxForward,
+ *  and fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (a pointer the descriptor needs is NULL), SMX_STATUS_BAD_PARAM
+ *  (a pointer given for an option the descriptor does not have), _ALIGNMENT, _OVERLAP, _DEVICE. */
+SMX_API smxStatus_t smxSoftmaxForwardWithOptions(smxSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                                 void* y, const void* x, const void* scale, const void* mask,
+                                                 void* stream);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Softmax backward                                                                                 */
@@ -214,6 +316,33 @@ SMX_API smxStatus_t smxSoftmaxBackward(smxSoftmaxBackwardDescriptor_t desc, void
 /** Destroys a backward descriptor. NULL is a no-op. Work already enqueued with it is unaffected.
  *  Fails with SMX_STATUS_BAD_PARAM_OBJECT, freeing nothing, for what is not a live backward descriptor. */
 SMX_API smxStatus_t smxDestroySoftmaxBackwardDescriptor(smxSoftmaxBackwardDescriptor_t desc);
+
+/** smxCreateSoftmaxBackwardDescriptor for the forward made with `options` (NULL: none): dx is the gradient
+ *  with respect to x of that forward. With the forward's kept set K of a row and g_j the plain formula's
+ *  gradient over K (the sums taken over K only: softmax dy_j - sum_K(dy * y), times y_j; log-softmax
+ *  dy_j - exp(y_j) * sum_K(dy)):
+ *      dx_j = s * g_j  for j in K,      dx_j = 0  for excluded j (keep-mask false, outside the causal window);
+ *  with SMX_MASKED_ROWS_ZERO a row whose forward had nothing to normalize (every y 0, log: -inf) gets dx = 0.
+ *  Excluded elements of dy and y are not read. batch_invariant applies as in the forward. The options'
+ *  shapes are checked against dx's (x's) shape, as the forward checks them against x.
+ *  Fails as smxCreateSoftmaxBackwardDescriptor and as smxCreateSoftmaxDescriptorWithOptions. */
+SMX_API smxStatus_t smxCreateSoftmaxBackwardDescriptorWithOptions(smxHandle_t handle,
+                                                                  smxSoftmaxBackwardDescriptor_t* desc,
+                                                                  smxSoftmaxMode_t mode, int axis,
+                                                                  smxTensorDescriptor_t dxDesc,
+                                                                  smxTensorDescriptor_t dyDesc,
+                                                                  smxTensorDescriptor_t yDesc,
+                                                                  smxSoftmaxOptions_t options);
+
+/** smxSoftmaxBackward with the data of the descriptor's tensor options (`scale`, `mask`: as for
+ *  smxSoftmaxForwardWithOptions, NULL where the descriptor has no such option). dx may not overlap them. An
+ *  additive mask's data is checked but not read: it leaves the kept set, hence the gradient, as it is.
+ *  Fails as smxSoftmaxBackward, and with SMX_STATUS_BAD_PARAM_NULL_POINTER (data the descriptor needs is NULL,
+ *  checked after dy, y, dx and the workspace), SMX_STATUS_BAD_PARAM (data it has no option for),
+ *  _ALIGNMENT, _OVERLAP (dx meets the scale or the mask), _DEVICE (CUDA: the data is not device memory). */
+SMX_API smxStatus_t smxSoftmaxBackwardWithOptions(smxSoftmaxBackwardDescriptor_t desc, void* workspace,
+                                                  size_t workspaceBytes, void* dx, const void* dy, const void* y,
+                                                  const void* scale, const void* mask, void* stream);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Logging                                                                                          */

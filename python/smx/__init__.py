@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from . import _arrays, _cache, _dtypes, _streams
+from . import _arrays, _cache, _dtypes, _options, _streams
 from ._errors import SmxError, SmxNotImplementedError, SmxRuntimeError, SmxTypeError, SmxValueError, check
 from ._lib import LOG_CALLBACK, lib
 from ._lib import path as _library_file
@@ -75,16 +75,24 @@ def _output_dtype(view, dtype, out_view):
     return code if out_view is None else out_view.dtype
 
 
-def _forward(x, dim, dtype, out, stream, mode):
+def _forward(x, dim, dtype, out, stream, mode, scale=None, mask=None, causal=None, masked_rows="nan",
+             batch_invariant=False):
     explicit_stream = None if stream is None else _arrays.stream_handle(stream)
     x_view = _arrays.describe(x, explicit_stream, writable=False)
     axis = _axis(dim, len(x_view.shape))
+    options = None
+    if not _options.unset(scale, mask, causal, masked_rows, batch_invariant):
+        options = _options.prepare(x_view, scale, mask, causal, masked_rows, batch_invariant)
     y, y_view = _result(x, x_view, "x", dtype, out, x_view.stream)
     shape, x_strides = _problem(x_view, x_view.strides)
     _, y_strides = _problem(y_view, y_view.strides)
     descriptor = _cache.descriptor(x_view.device_type, x_view.device_id, mode, axis, shape, x_strides, y_strides,
-                                   x_view.dtype, y_view.dtype)
-    _enqueue(lib.smxSoftmaxForward, descriptor, x_view, (x_view, y_view), (y_view.pointer, x_view.pointer))
+                                   x_view.dtype, y_view.dtype, None if options is None else options.key)
+    if options is None:
+        _enqueue(lib.smxSoftmaxForward, descriptor, x_view, (x_view, y_view), (y_view.pointer, x_view.pointer))
+    else:
+        _enqueue(lib.smxSoftmaxForwardWithOptions, descriptor, x_view, (x_view, y_view, *options.views),
+                 (y_view.pointer, x_view.pointer, options.scale_pointer, options.mask_pointer))
     if out is not None and y_view.library == "torch":
         _arrays.mark_torch_tensor_written(out)
     return y
@@ -178,7 +186,8 @@ def _torch_route(x):
     return _import_operators()
 
 
-def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
+def softmax(x, dim=-1, *, dtype=None, out=None, stream=None, scale=None, mask=None, causal=None, masked_rows="nan",
+            batch_invariant=False):
     """softmax of `x` along `dim`: exp(x - max) / sum(exp(x - max)), with PyTorch's semantics.
 
     x: a NumPy array or scalar (CPU; a scalar is a 0-d input), a torch tensor (CPU or CUDA), or a CUDA array
@@ -192,20 +201,37 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
        for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default.
        A __cuda_array_interface__ stream (of x or out) other than it is ordered before and after the launch.
        CUDA calls return without waiting, like any kernel launch. Checked, then ignored, on the CPU.
+    Options, fused into the same pass (docs/python.md, "Options"): y = softmax(scale * x + mask) over the kept
+    elements, 0 (log-softmax: -inf) at the others, which are never read.
+    scale: a float for every row, or an array of per-row factors of x's shape without `dim` (float32; other
+       float dtypes are converted).
+    mask: bool (True keeps) or floating (added after the scale), broadcastable to x by NumPy's
+       rules, on x's device, read through its strides.
+    causal: None, or an offset k: with x's last two dims (i, j) and dim the last one, j is kept when j <= i + k
+       (0: SDPA's is_causal; keys - queries: aligned to the bottom right).
+    masked_rows: 'nan' (PyTorch's default) or 'zero' for rows with nothing to normalize: NaN, or 0 (log: -inf).
+    batch_invariant: True gives each row the same bits whatever the batch around it.
     Returns out, or a new array in x's library with x's dimension order (torch: torch.empty_like(x)'s).
     torch tensors go through torch.ops.smx.softmax (smx.torch): autograd, torch.compile, CUDA graphs."""
     route = _torch_route(x)
+    options = (scale, mask, causal, masked_rows, batch_invariant)
     if route is not None:
+        if not _options.unset(*options):
+            return route.softmax_with_options(x, dim, dtype, out, stream, *options)
         return route.softmax(x, dim, dtype, out, stream)
-    return _forward(x, dim, dtype, out, stream, _SOFTMAX)
+    return _forward(x, dim, dtype, out, stream, _SOFTMAX, *options)
 
 
-def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
+def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None, scale=None, mask=None, causal=None,
+                masked_rows="nan", batch_invariant=False):
     """log-softmax of `x` along `dim`: x - max - log(sum(exp(x - max))). Arguments as for softmax()."""
     route = _torch_route(x)
+    options = (scale, mask, causal, masked_rows, batch_invariant)
     if route is not None:
+        if not _options.unset(*options):
+            return route.log_softmax_with_options(x, dim, dtype, out, stream, *options)
         return route.log_softmax(x, dim, dtype, out, stream)
-    return _forward(x, dim, dtype, out, stream, _LOG_SOFTMAX)
+    return _forward(x, dim, dtype, out, stream, _LOG_SOFTMAX, *options)
 
 
 def _torch_route_of_pair(grad_output, output):
@@ -244,16 +270,22 @@ def log_softmax_backward(grad_output, output, dim=-1, *, dtype=None, out=None, s
     return _backward(grad_output, output, dim, dtype, out, stream, _LOG_SOFTMAX)
 
 
-def plan(x, dim=-1, *, dtype=None, log=False):
-    """The execution plan libsmx chooses for softmax(x, dim, dtype=dtype) (or log_softmax when `log`),
-    e.g. 'cpu reference layout=rows threads=1'. Computes nothing; the descriptor is cached for the call that follows."""
+def plan(x, dim=-1, *, dtype=None, log=False, scale=None, mask=None, causal=None, masked_rows="nan",
+         batch_invariant=False):
+    """The execution plan libsmx chooses for softmax(x, dim, dtype=dtype) (or log_softmax when `log`), with the
+    options given (as softmax() takes them), e.g. 'cpu reference layout=rows threads=1'. Computes nothing; the
+    descriptor is cached for the call that follows."""
     x_view = _arrays.describe(x, None, writable=False)
     axis = _axis(dim, len(x_view.shape))
+    options = None
+    if not _options.unset(scale, mask, causal, masked_rows, batch_invariant):
+        options = _options.prepare(x_view, scale, mask, causal, masked_rows, batch_invariant)
     y_dtype = _output_dtype(x_view, dtype, None)
     shape, x_strides = _problem(x_view, x_view.strides)
     _, y_strides = _problem(x_view, _arrays.dense_strides_like(x_view.shape, x_view.strides))
     descriptor = _cache.descriptor(x_view.device_type, x_view.device_id, _LOG_SOFTMAX if log else _SOFTMAX, axis,
-                                   shape, x_strides, y_strides, x_view.dtype, y_dtype)
+                                   shape, x_strides, y_strides, x_view.dtype, y_dtype,
+                                   None if options is None else options.key)
     return descriptor.plan
 
 

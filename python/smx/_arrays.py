@@ -91,24 +91,24 @@ def _numpy_data_pointer(array):
     return _ArrayInterfaceStruct.from_address(_capsule_pointer(capsule, None)).data or 0
 
 
-def _from_numpy(array, view):
+def _from_numpy(array, view, allow_bool=False):
     if type(array) is not np.ndarray and isinstance(array, np.ma.MaskedArray):
         raise TypeError("masked arrays (numpy.ma.MaskedArray) are not supported: smx would ignore the mask; "
                         "pass .filled(value) or .data")
     view.library = "numpy"
     view.device_type, view.device_id, view.stream = CPU, 0, 0
-    view.dtype = _dtypes.from_numpy(array.dtype)
+    view.dtype = _dtypes.from_numpy(array.dtype, allow_bool)
     view.shape = array.shape
     view.strides = _element_strides(array.strides, array.shape, array.itemsize)
     view.pointer = _numpy_data_pointer(array)
     view.read_only = not array.flags.writeable
 
 
-def _from_numpy_scalar(scalar, view):
+def _from_numpy_scalar(scalar, view, allow_bool=False):
     """A NumPy scalar (np.float32(3.0)) as the 0-d array it converts to, held by the view for the call.
     Read-only: a scalar is immutable, so what smx wrote to its copy would be lost."""
     array = np.asarray(scalar)
-    _from_numpy(array, view)
+    _from_numpy(array, view, allow_bool)
     view.keepalive = array
     view.read_only = True
 
@@ -123,7 +123,7 @@ def _current_torch_stream(torch, device):
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def _from_torch(tensor, stream, view, torch):
+def _from_torch(tensor, stream, view, torch, allow_bool=False):
     if tensor.layout != torch.strided:
         raise TypeError(f"smx needs a strided (dense) tensor; got layout {tensor.layout}")
     device = tensor.device
@@ -135,7 +135,7 @@ def _from_torch(tensor, stream, view, torch):
     else:
         raise TypeError(f"smx runs on CPU and CUDA devices; this tensor is on {device}")
     view.library = "torch"
-    view.dtype = _dtypes.from_torch(tensor.dtype)
+    view.dtype = _dtypes.from_torch(tensor.dtype, allow_bool)
     view.shape = tuple(tensor.shape)
     view.strides = tuple(tensor.stride())
     view.pointer = tensor.data_ptr()
@@ -157,9 +157,9 @@ def _cuda_device_of_pointer(pointer):
     return ordinal.value
 
 
-def _from_cuda_array_interface(obj, interface, stream, view):
+def _from_cuda_array_interface(obj, interface, stream, view, allow_bool=False):
     """Fills `view` from __cuda_array_interface__; False when its dtype needs DLPack (bfloat16)."""
-    code = _dtypes.from_typestr(interface["typestr"])
+    code = _dtypes.from_typestr(interface["typestr"], allow_bool)
     if code is None:
         return False
     if interface.get("mask") is not None:
@@ -170,7 +170,7 @@ def _from_cuda_array_interface(obj, interface, stream, view):
     view.shape = tuple(interface["shape"])
     view.pointer, view.read_only = interface["data"]
     byte_strides = interface.get("strides")
-    itemsize = _dtypes.ITEMSIZE[code]
+    itemsize = 1 if code == _dtypes.BOOL else _dtypes.ITEMSIZE[code]
     if byte_strides is None:
         view.strides = dense_strides_like(view.shape, None)
     else:
@@ -188,7 +188,7 @@ def _from_cuda_array_interface(obj, interface, stream, view):
     return True
 
 
-def _from_dlpack(obj, stream, writable, view):
+def _from_dlpack(obj, stream, writable, view, allow_bool=False):
     device_type, device_id = obj.__dlpack_device__()
     if device_type == _dlpack.DEVICE_CPU:
         view.device_type, view.stream, consumer_stream = CPU, 0, None
@@ -200,7 +200,7 @@ def _from_dlpack(obj, stream, writable, view):
         raise TypeError(f"smx runs on CPU and CUDA devices; this {type(obj).__name__} is on "
                         f"{_dlpack.device_name(device_type, device_id)}")
     capsule = _dlpack.export(obj, consumer_stream, writable)
-    parsed = _dlpack.parse(capsule)
+    parsed = _dlpack.parse(capsule, allow_bool)
     if writable and parsed.copied:
         raise ValueError(f"out= ({type(obj).__name__}) was exported as a copy; writes would be lost")
     view.library = library_of(obj)
@@ -210,29 +210,30 @@ def _from_dlpack(obj, stream, writable, view):
     view.keepalive = capsule
 
 
-def describe(obj, stream, writable):
+def describe(obj, stream, writable, allow_bool=False):
     """The View of `obj`. `stream` is the caller's explicit stream handle or None (then: the current torch
     stream for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default).
-    `writable` marks an output, which must be writable memory of the object itself."""
+    `writable` marks an output, which must be writable memory of the object itself; `allow_bool` lets a bool
+    array through (a mask)."""
     view = View()
     view.keepalive = None
     view.producer_stream = None
     if isinstance(obj, np.ndarray):
-        _from_numpy(obj, view)
+        _from_numpy(obj, view, allow_bool)
     elif isinstance(obj, np.generic):
-        _from_numpy_scalar(obj, view)
+        _from_numpy_scalar(obj, view, allow_bool)
     else:
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(obj, torch.Tensor):
-            _from_torch(obj, stream, view, torch)
+            _from_torch(obj, stream, view, torch, allow_bool)
         else:
             try:
                 interface = getattr(obj, "__cuda_array_interface__", None)
             except Exception:  # JAX raises (not AttributeError) for CPU and bfloat16 buffers: try DLPack
                 interface = None
-            if interface is None or not _from_cuda_array_interface(obj, interface, stream, view):
+            if interface is None or not _from_cuda_array_interface(obj, interface, stream, view, allow_bool):
                 if hasattr(obj, "__dlpack__"):
-                    _from_dlpack(obj, stream, writable, view)
+                    _from_dlpack(obj, stream, writable, view, allow_bool)
                 elif interface is not None:
                     raise TypeError(f"__cuda_array_interface__ typestr {interface['typestr']!r} names no dtype "
                                     "smx reads (bfloat16 arrays must also offer __dlpack__)")

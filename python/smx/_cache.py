@@ -46,10 +46,11 @@ def _tensor_descriptor(dtype, shape, strides):
 
 
 class Descriptor:
-    """An smxSoftmaxDescriptor_t with its workspace size and plan text, read once at creation."""
+    """An smxSoftmaxDescriptor_t with its workspace size and plan text, read once at creation. `options`: None,
+    or the softmax options as _options.key() spells them (the descriptor is then made with them)."""
     __slots__ = ("pointer", "handle", "workspace_bytes", "plan")
 
-    def __init__(self, handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype):
+    def __init__(self, handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype, options=None):
         self.pointer = None
         self.handle = handle
         x_desc = _tensor_descriptor(x_dtype, shape, x_strides)
@@ -57,8 +58,14 @@ class Descriptor:
             y_desc = _tensor_descriptor(y_dtype, shape, y_strides)
             try:
                 pointer = ctypes.c_void_p()
-                check(lib.smxCreateSoftmaxDescriptor(handle.pointer, ctypes.byref(pointer), mode, axis, y_desc,
-                                                     x_desc))
+                if options is None:
+                    check(lib.smxCreateSoftmaxDescriptor(handle.pointer, ctypes.byref(pointer), mode, axis, y_desc,
+                                                         x_desc))
+                else:
+                    from ._options import options_object
+                    with options_object(options) as options_pointer:
+                        check(lib.smxCreateSoftmaxDescriptorWithOptions(handle.pointer, ctypes.byref(pointer), mode,
+                                                                        axis, y_desc, x_desc, options_pointer))
                 self.pointer = pointer.value
             finally:
                 lib.smxDestroyTensorDescriptor(y_desc)
@@ -114,11 +121,12 @@ _descriptors = collections.OrderedDict()
 _stats = {"hits": 0, "misses": 0, "evictions": 0}
 
 
-def descriptor(device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype):
+def descriptor(device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype, options=None):
     """The cached descriptor for this exact problem, created on a miss (evicting the least recently used
-    one past MAX_DESCRIPTORS). `axis` must be normalized to [0, ndim)."""
-    key = (device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
-    return _cached(key, device_type, device_id, Descriptor, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
+    one past MAX_DESCRIPTORS). `axis` must be normalized to [0, ndim); `options` is None or _options.key()'s."""
+    key = (device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype, options)
+    return _cached(key, device_type, device_id, Descriptor, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype,
+                   options)
 
 
 def backward_descriptor(device_type, device_id, mode, axis, shape, dx_strides, dy_strides, y_strides, dx_dtype,

@@ -81,8 +81,9 @@ class Parsed:
     __slots__ = ("pointer", "shape", "strides", "dtype", "device_type", "device_id", "read_only", "copied")
 
 
-def parse(capsule):
-    """Reads a 'dltensor' or 'dltensor_versioned' capsule; TypeError for an unsupported dtype."""
+def parse(capsule, allow_bool=False):
+    """Reads a 'dltensor' or 'dltensor_versioned' capsule; TypeError for an unsupported dtype (bool only where
+    `allow_bool`: a mask)."""
     name = _capsule_get_name(capsule)
     if name == b"dltensor_versioned":
         managed = _ManagedTensorVersioned.from_address(_capsule_get_pointer(capsule, name))
@@ -97,7 +98,7 @@ def parse(capsule):
         raise ValueError(f"not an unconsumed DLPack capsule (its name is {name!r}); pass each capsule once")
     tensor = managed.dl_tensor
     parsed = Parsed()
-    parsed.dtype = _dtypes.from_dlpack(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes)
+    parsed.dtype = _dtypes.from_dlpack(tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes, allow_bool)
     parsed.device_type = tensor.device.device_type
     parsed.device_id = tensor.device.device_id
     ndim = tensor.ndim

@@ -1,6 +1,6 @@
 """The four element types smx computes on, and their spellings in NumPy, PyTorch, DLPack and CUDA arrays.
 
-Internally a dtype is its smxDataType_t code (F16, BF16, F32, F64)."""
+Internally a dtype is its smxDataType_t code (F16, BF16, F32, F64; BOOL for masks)."""
 
 import sys
 
@@ -11,9 +11,11 @@ NAMES = {F16: "float16", BF16: "bfloat16", F32: "float32", F64: "float64"}
 ITEMSIZE = {F16: 2, BF16: 2, F32: 4, F64: 8}
 _CODE_BY_NAME = {name: code for code, name in NAMES.items()}
 
+BOOL = 7  # SMX_DTYPE_BOOL: keep-masks only, never x or y (the `allow_bool` arguments below)
+
 # DLPack's DLDataTypeCode values, for naming the dtypes smx refuses.
 _DLPACK_KIND_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque_handle", 4: "bfloat", 5: "complex", 6: "bool"}
-_DLPACK_FLOAT, _DLPACK_BFLOAT = 2, 4
+_DLPACK_FLOAT, _DLPACK_BFLOAT, _DLPACK_BOOL = 2, 4, 6
 
 _SUPPORTED = "smx supports float16, bfloat16, float32 and float64"
 
@@ -33,11 +35,13 @@ if _ml_dtypes_bfloat16() is not None:
     _NUMPY_CODES[_ml_dtypes_bfloat16()] = BF16
 
 
-def from_numpy(dtype):
+def from_numpy(dtype, allow_bool=False):
     """The code of a NumPy dtype (also CuPy's), or TypeError naming an unsupported one."""
     code = _NUMPY_CODES.get(dtype)
     if code is not None:
         return code
+    if allow_bool and dtype == np.bool_:
+        return BOOL
     name = dtype.name
     code = _CODE_BY_NAME.get(name)
     if code is None or (code == BF16 and dtype.itemsize != 2):
@@ -72,9 +76,11 @@ def _torch_tables():
     return _torch_code_of, _torch_dtype_of
 
 
-def from_torch(dtype):
+def from_torch(dtype, allow_bool=False):
     """The code of a torch.dtype, or TypeError naming an unsupported one."""
     code = (_torch_code_of or _torch_tables()[0]).get(dtype)
+    if code is None and allow_bool and dtype == sys.modules["torch"].bool:
+        return BOOL
     if code is None:
         raise TypeError(f"{_SUPPORTED}; got dtype {str(dtype).replace('torch.', '')}")
     return code
@@ -85,8 +91,10 @@ def to_torch(code):
     return _torch_tables()[1][code]
 
 
-def from_dlpack(type_code, bits, lanes):
+def from_dlpack(type_code, bits, lanes, allow_bool=False):
     """The code of a DLPack DLDataType, or TypeError naming an unsupported one."""
+    if allow_bool and lanes == 1 and type_code == _DLPACK_BOOL and bits == 8:
+        return BOOL
     if lanes == 1:
         if type_code == _DLPACK_FLOAT and bits in (16, 32, 64):
             return {16: F16, 32: F32, 64: F64}[bits]
@@ -97,12 +105,14 @@ def from_dlpack(type_code, bits, lanes):
     raise TypeError(f"{_SUPPORTED}; got dtype {name}")
 
 
-def from_typestr(typestr):
+def from_typestr(typestr, allow_bool=False):
     """The code of an array-interface type string ('<f4'), or None when it does not name one of ours
     (bfloat16 has no typestr of its own: callers then try DLPack)."""
     dtype = np.dtype(typestr)
     if dtype.kind == "V":
         return None
+    if allow_bool and dtype.kind == "b":
+        return BOOL
     if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8):
         raise TypeError(f"{_SUPPORTED}; got dtype {dtype.name}")
     return from_numpy(dtype)

@@ -14,6 +14,7 @@ ctypes binding (same results, more host time per call). docs/python.md says how 
 
 import atexit
 import ctypes
+import functools
 import hashlib
 import importlib.util
 import os
@@ -26,7 +27,8 @@ import torch
 
 from . import _arrays, _dtypes, _errors, _lib
 
-__all__ = ["softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "backend", "extension_path"]
+__all__ = ["softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "softmax_with_options",
+           "log_softmax_with_options", "backend", "extension_path"]
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 
@@ -46,6 +48,20 @@ _SCHEMAS = [
     "log_softmax_backward(Tensor grad_output, Tensor output, int dim=-1, ScalarType? dtype=None) -> Tensor",
     "log_softmax_backward.out(Tensor grad_output, Tensor output, int dim=-1, ScalarType? dtype=None, *, "
     "Tensor(a!) grad_input) -> ()",
+]
+
+# The options (issue 53) as operators of their own, so the ones above keep their schemas (and the extension's
+# kernels): a scalar scale is `scale`, a per-row one `scale_tensor`. Their kernels are Python over the ctypes
+# binding, whichever backend() is loaded; their gradient is composed from torch ops (_options_backward).
+# Positional, not keyword-only: torch.library's autograd registration refuses keyword-only tensors.
+_OPTIONS_ARGUMENTS = ("Tensor x, int dim=-1, ScalarType? dtype=None, float? scale=None, Tensor? scale_tensor=None, "
+                      "Tensor? mask=None, int? causal=None, str masked_rows='nan', bool batch_invariant=False")
+_OPTIONS_DEFAULTS = (-1, None, None, None, None, None, "nan", False)  # of every argument after x
+_SCHEMAS += [
+    f"softmax_with_options({_OPTIONS_ARGUMENTS}) -> Tensor",
+    f"softmax_with_options.out({_OPTIONS_ARGUMENTS}, *, Tensor(a!) y) -> ()",
+    f"log_softmax_with_options({_OPTIONS_ARGUMENTS}) -> Tensor",
+    f"log_softmax_with_options.out({_OPTIONS_ARGUMENTS}, *, Tensor(a!) y) -> ()",
 ]
 
 _library = torch.library.Library("smx", "DEF")  # module-level: the definitions live as long as it does
@@ -161,6 +177,28 @@ def _gradients_of_backward(mode, grad, grad_output, y, dim):
     return by_grad_output, by_y
 
 
+def _check_options(masked_rows):
+    if masked_rows not in ("nan", "zero"):
+        raise ValueError(f"masked_rows must be 'nan' or 'zero'; got {masked_rows!r}")
+
+
+def _options_result_like(x, dim=-1, dtype=None, scale=None, scale_tensor=None, mask=None, causal=None,
+                         masked_rows="nan", batch_invariant=False):
+    _check_options(masked_rows)
+    return _result_like(x, dim, dtype)
+
+
+def _options_check_out_call(x, dim=-1, dtype=None, scale=None, scale_tensor=None, mask=None, causal=None,
+                            masked_rows="nan", batch_invariant=False, *, y):
+    _check_options(masked_rows)
+    _check_out_call(x, dim, dtype, y=y)
+
+
+for _name in ("softmax_with_options", "log_softmax_with_options"):
+    torch.library.register_fake(f"smx::{_name}", _options_result_like, lib=_library)
+    torch.library.register_fake(f"smx::{_name}.out", _options_check_out_call, lib=_library)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Kernels: the C++ extension, else Python over the ctypes binding.
 
@@ -239,6 +277,16 @@ def _load_extension():
     return path, extension, _import_binding(name, path) if python_binding else None
 
 
+def _register_python_operators(names, functional, out_variant, backward, setup_context):
+    """Registers, for the softmax and log-softmax operators `names`, functional(mode) and out_variant(mode) as
+    their CPU and CUDA kernels (and .out's) and backward(mode) as their autograd formula."""
+    for name, mode in zip(names, (_SOFTMAX, _LOG_SOFTMAX)):
+        for device in ("CPU", "CUDA"):
+            _library.impl(name, functional(mode), device)
+            _library.impl(f"{name}.out", out_variant(mode), device)
+        torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
+
+
 def _register_python_kernels():
     """CPU and CUDA kernels through the ctypes binding, and the autograd formula through torch.library:
     the same operators without a compiler, at several us more host time per call (docs/python.md)."""
@@ -272,16 +320,6 @@ def _register_python_kernels():
     _register_python_backward_kernels()
 
 
-def _register_python_operators(names, functional, out_variant, backward, setup_context):
-    """Registers the Python kernels of the operators `names` (softmax mode first, log-softmax second): for
-    each mode, functional(mode) and out_variant(mode) on CPU and CUDA, backward(mode) as the autograd formula."""
-    for name, mode in zip(names, (_SOFTMAX, _LOG_SOFTMAX)):
-        for device in ("CPU", "CUDA"):
-            _library.impl(name, functional(mode), device)
-            _library.impl(f"{name}.out", out_variant(mode), device)
-        torch.library.register_autograd(f"smx::{name}", backward(mode), setup_context=setup_context, lib=_library)
-
-
 def _register_python_backward_kernels():
     """The backward operators' kernels and autograd formula for _register_python_kernels."""
     from . import _backward  # the ctypes binding's call, which smx.softmax_backward uses for other arrays
@@ -313,6 +351,82 @@ def _register_python_backward_kernels():
     _register_python_operators(("softmax_backward", "log_softmax_backward"), functional, out_variant, backward,
                                setup_context)
 
+
+def _kept(y, mask, causal, dim):
+    """Where the forward kept elements (a bool tensor broadcastable to y), or None when it kept them all: a
+    keep-mask's True elements within the causal window j <= i + causal of y's last two dims."""
+    kept = mask if mask is not None and mask.dtype == torch.bool else None
+    if causal is not None:
+        queries, keys = y.shape[-2], y.shape[-1]
+        window = torch.ones(queries, keys, dtype=torch.bool, device=y.device).tril(causal)
+        kept = window if kept is None else kept & window
+    return kept
+
+
+def _options_backward(mode, grad, y, dim, scale, scale_tensor, mask, causal, zero_rows):
+    """dL/dx of softmax (mode 1) or log-softmax (2) with options (smx.h, smxCreateSoftmaxBackwardDescriptorWithOptions):
+    the plain gradient over the kept elements (sums over them only), 0 at the excluded ones and in rows with
+    nothing to normalize under masked_rows='zero', times the scale."""
+    kept = _kept(y, mask, causal, dim)
+    if mode == _SOFTMAX:
+        dz = y * (grad - (grad * y).sum(dim, keepdim=True))  # y is 0 at excluded elements
+    else:
+        kept_grad = grad if kept is None else grad.masked_fill(~kept, 0)
+        dz = kept_grad - torch.exp(y) * kept_grad.sum(dim, keepdim=True)
+    if kept is not None:
+        dz = dz.masked_fill(~kept, 0)
+    if zero_rows:
+        empty = (y == 0).all(dim, keepdim=True) if mode == _SOFTMAX else torch.isneginf(y).all(dim, keepdim=True)
+        dz = dz.masked_fill(empty, 0)
+    if scale_tensor is not None:
+        dz = dz * scale_tensor.reshape([1 if d == dim else size for d, size in enumerate(y.shape)]).to(dz.dtype)
+    elif scale is not None:
+        dz = dz * scale
+    return dz
+
+
+def _register_options_kernels():
+    """The options operators' CPU and CUDA kernels (the ctypes binding) and autograd formula."""
+    from . import _forward
+
+    def call(x, dim, y, mode, scale, scale_tensor, mask, causal, masked_rows, batch_invariant):
+        _forward(x, dim, None, y, None, mode, scale if scale_tensor is None else scale_tensor, mask, causal,
+                 masked_rows, batch_invariant)
+
+    def functional(mode):
+        def kernel(x, dim=-1, dtype=None, scale=None, scale_tensor=None, mask=None, causal=None,
+                   masked_rows="nan", batch_invariant=False):
+            y = _options_result_like(x, dim, dtype, masked_rows=masked_rows)
+            call(x, dim, y, mode, scale, scale_tensor, mask, causal, masked_rows, batch_invariant)
+            return y
+        return kernel
+
+    def out_variant(mode):
+        def kernel(x, dim=-1, dtype=None, scale=None, scale_tensor=None, mask=None, causal=None,
+                   masked_rows="nan", batch_invariant=False, *, y):
+            _options_check_out_call(x, dim, dtype, masked_rows=masked_rows, y=y)
+            call(x, dim, y, mode, scale, scale_tensor, mask, causal, masked_rows, batch_invariant)
+        return kernel
+
+    def setup_context(ctx, inputs, output):
+        x, rest = inputs[0], tuple(inputs[1:]) + _OPTIONS_DEFAULTS[len(inputs) - 1:]
+        dim, _dtype, scale, scale_tensor, mask, causal, masked_rows, _batch_invariant = rest
+        ctx.save_for_backward(output, scale_tensor, mask)
+        ctx.dim, ctx.x_dtype = _check_dim(dim, x.dim()), x.dtype
+        ctx.scale, ctx.causal, ctx.zero_rows = scale, causal, masked_rows == "zero"
+
+    def backward(mode):
+        def formula(ctx, grad):
+            y, scale_tensor, mask = ctx.saved_tensors
+            dx = _options_backward(mode, grad, y, ctx.dim, ctx.scale, scale_tensor, mask, ctx.causal, ctx.zero_rows)
+            return (dx.to(ctx.x_dtype),) + (None,) * len(_OPTIONS_DEFAULTS)  # no gradient for the options
+        return formula
+
+    _register_python_operators(("softmax_with_options", "log_softmax_with_options"), functional, out_variant, backward,
+                      setup_context)
+
+
+_register_options_kernels()
 
 _extension = None
 _binding = None  # the extension's Python module (the eager calls), where it was built with one
@@ -473,3 +587,33 @@ def log_softmax_backward(grad_output, output, dim=-1, dtype=None, out=None, stre
     """smx.log_softmax_backward for torch tensors: torch.ops.smx.log_softmax_backward (.out with out=)."""
     return _run_backward(_log_softmax_backward, _log_softmax_backward_out, grad_output, output, dim, dtype, out,
                          stream)
+
+
+def _with_options(operator, scale, mask, causal, masked_rows, batch_invariant):
+    """operator (an options overload) with the options bound as its keywords."""
+    if mask is not None and not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask is a {_arrays.library_of(mask)} array but x is a torch tensor; pass a torch tensor")
+    keywords = {"mask": mask, "causal": causal, "masked_rows": masked_rows, "batch_invariant": bool(batch_invariant)}
+    if isinstance(scale, torch.Tensor):
+        keywords["scale_tensor"] = scale
+    elif scale is not None:
+        keywords["scale"] = float(scale)
+    return functools.partial(operator, **keywords)
+
+
+_softmax_options = torch.ops.smx.softmax_with_options.default, torch.ops.smx.softmax_with_options.out
+_log_softmax_options = torch.ops.smx.log_softmax_with_options.default, torch.ops.smx.log_softmax_with_options.out
+
+
+def softmax_with_options(x, dim=-1, dtype=None, out=None, stream=None, scale=None, mask=None, causal=None,
+                         masked_rows="nan", batch_invariant=False):
+    """smx.softmax with options for a torch tensor: torch.ops.smx.softmax_with_options (.out with out=)."""
+    options = (scale, mask, causal, masked_rows, batch_invariant)
+    return _run(*(_with_options(operator, *options) for operator in _softmax_options), x, dim, dtype, out, stream)
+
+
+def log_softmax_with_options(x, dim=-1, dtype=None, out=None, stream=None, scale=None, mask=None, causal=None,
+                             masked_rows="nan", batch_invariant=False):
+    """smx.log_softmax with options for a torch tensor: torch.ops.smx.log_softmax_with_options."""
+    options = (scale, mask, causal, masked_rows, batch_invariant)
+    return _run(*(_with_options(operator, *options) for operator in _log_softmax_options), x, dim, dtype, out, stream)

@@ -13,6 +13,7 @@
 #include "core/dtype.hpp"
 #include "cpu/element.hpp"
 #include "cpu/rows.hpp"
+#include "cpu/softmax_options_cpu.hpp"
 
 namespace smx {
 namespace {
@@ -82,6 +83,7 @@ private:
 }  // namespace
 
 smxStatus_t make_cpu_softmax_plan(const SoftmaxInfo& info, int max_threads, std::unique_ptr<SoftmaxPlan>* plan) {
+    if (info.options.any()) return make_cpu_softmax_options_plan(info, max_threads, plan);
     *plan = std::make_unique<CpuSoftmaxPlan>(info, std::max(1, max_threads));
     return SMX_STATUS_SUCCESS;
 }

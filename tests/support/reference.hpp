@@ -84,6 +84,11 @@ double relative_tolerance(smxDataType_t y_dtype);
 // worst element (index, got, expected).
 std::string compare_to_reference(const HostTensor& y, const std::vector<double>& ref, bool log_mode);
 
+// The same where the backend's inputs to the exponentials carry their own rounding: element i may also stray by
+// input_rtol * (*input_error)[i] (log-softmax, absolute) or that times |ref| (softmax, relative).
+std::string compare_to_reference(const HostTensor& y, const std::vector<double>& ref, bool log_mode,
+                                 const std::vector<double>* input_error, double input_rtol);
+
 // All logical indices of a shape in row-major order, as element offsets of `t`.
 std::vector<std::int64_t> logical_offsets(const HostTensor& t);
 

@@ -26,10 +26,16 @@ public:
     const std::string& description() const override { return family_.text; }
 
     smxStatus_t run(void* workspace, void* dx, const void* dy, const void* y, void* stream) const override {
+        return run_with_options(workspace, dx, dy, y, nullptr, nullptr, stream);
+    }
+
+    smxStatus_t run_with_options(void* workspace, void* dx, const void* dy, const void* y, const void* scale,
+                                 const void* mask, void* stream) const override {
         if (!family_.call) return SMX_STATUS_SUCCESS;  // nothing to launch
         cuda::ScopedDevice device(device_id_);
         SMX_RETURN_IF_ERROR(device.status());
-        return family_.call->run(cuda::BackwardPointers{dy, y, dx, workspace}, static_cast<cudaStream_t>(stream));
+        return family_.call->run(cuda::BackwardPointers{dy, y, dx, workspace, scale, mask},
+                                 static_cast<cudaStream_t>(stream));
     }
 
 private:
@@ -88,8 +94,11 @@ smxStatus_t make_cuda_softmax_backward_plan(const SoftmaxBackwardInfo& info, int
     cuda::ScopedDevice device(device_id);
     SMX_RETURN_IF_ERROR(device.status());
     const PlanContext context{limits, cuda::tuning_for(limits), preferences};
-    // Dtype combinations with f64 on some side but not all: computed in double by the general family.
-    if (cuda::backward_mixed_f64(info)) {
+    if (info.options.any()) {
+        // Options: backward-general on every layout, as the forward's options run on its general family.
+        SMX_RETURN_IF_ERROR(cuda::plan_backward_general_options(info, context, &family));
+    } else if (cuda::backward_mixed_f64(info)) {
+        // Dtype combinations with f64 on some side but not all: computed in double by the general family.
         SMX_RETURN_IF_ERROR(cuda::plan_backward_general(info, context, &family));
     } else {
         switch (info.layout) {

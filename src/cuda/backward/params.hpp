@@ -7,7 +7,9 @@
 //   backward-split    Rows too long for registers: partial sums per chunk into the workspace, then a write pass
 //                     that folds them and reads its chunk again;
 //   backward-spatial  Spatial: a tile of contiguous columns, cached in shared memory where it fits;
-//   backward-general  any strides, and every dtype combination with f64 on some side but not all.
+//   backward-general  any strides, and every dtype combination with f64 on some side but not all; also every
+//                     problem with the forward's options (the sums over the kept elements, dx scaled, 0 at
+//                     excluded elements and in masked rows).
 // Every kernel computes dx from dy and y along the axis, with s the row's sum:
 //   softmax:     s = sum(dy * y),  dx = y * (dy - s)
 //   log-softmax: s = sum(dy),      dx = dy - exp(y) * s
@@ -19,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/options.hpp"
 #include "cuda/common/param_block.hpp"
 #include "smx/smx.h"
 
@@ -30,6 +33,8 @@ struct BackwardPointers {
     const void* y;
     void* dx;
     void* workspace;
+    const void* scale = nullptr;  // the option operands' data, NULL where the problem has none
+    const void* mask = nullptr;
 };
 
 // Element sizes of the call's dtypes: dy and y (`value`), dx (`gradient`).
@@ -153,5 +158,14 @@ struct BackwardGeneralParams {
 constexpr int kBackwardGeneralThreads = 256;
 // Any dtype combination (computed in double where any side is f64).
 const void* backward_general_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype);
+
+// backward-general with the forward's options: its parameters, the options', and every pointer bound at the call.
+struct BackwardGeneralOptionsParams {
+    BackwardGeneralParams general;
+    OptionsParams options;
+};
+
+// The options' instance of backward-general (one per dtype combination; the option kinds are read at run time).
+const void* backward_general_options_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype);
 
 }  // namespace smx::cuda

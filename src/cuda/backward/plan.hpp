@@ -49,4 +49,10 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
 // Any layout and dtype combination: a warp or a block per row.
 smxStatus_t plan_backward_general(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardFamilyPlan* plan);
 
+// A problem with the forward's options (scale, mask, causal, masked rows, batch invariance), any layout and dtype
+// combination: backward-general with the options' exclusion, scale and masked-rows rule. Its reduction order
+// depends on the row length alone, which makes it the batch-invariant plan too.
+smxStatus_t plan_backward_general_options(const SoftmaxBackwardInfo& info, const PlanContext& context,
+                                          BackwardFamilyPlan* plan);
+
 }  // namespace smx::cuda

@@ -33,11 +33,14 @@ struct Launch {
 // launch call's own result.
 smxStatus_t launch_all(const Launch* launches, int count, void* params, cudaStream_t stream);
 
-// The call's operand pointers as a forward kernel family sees them.
+// The call's operand pointers as a forward kernel family sees them (scale and mask: the option operands' data,
+// NULL where the problem has none).
 struct ForwardOperands {
     const void* x;
     void* y;
     void* workspace;
+    const void* scale = nullptr;
+    const void* mask = nullptr;
 };
 
 // A family's ready launches: run() only binds the call's pointers into a copy of the parameters and launches.

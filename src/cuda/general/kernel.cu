@@ -6,6 +6,7 @@
 // double where either side is f64). Long rows are summed in segments (segmented_stats) for accuracy:
 // performance.md#general.
 #include "cuda/common/epilogue.cuh"
+#include "cuda/common/options.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/general/params.hpp"
 
@@ -14,7 +15,8 @@ namespace {
 
 constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop step
 
-// The body for one input transform and one output formula (common/epilogue.cuh).
+// The body for one input transform and one output formula (common/epilogue.cuh; with the options' row input
+// and excluded-element rule, common/options.cuh).
 template <class X, class Y, class Input, class Output>
 __device__ __forceinline__ void general_rows(const GeneralParams& args, const Input& input, const Output& output) {
     using C = PairComputeType<X, Y>;  // double for pairs with f64 on either side
@@ -43,6 +45,7 @@ __device__ __forceinline__ void general_rows(const GeneralParams& args, const In
         }
         const X* x_row = x + x_offset;
         Y* y_row = y + y_offset;
+        const auto row_input = bind_row(input, row_valid ? row : 0);
 
         const std::int64_t row_end = row_valid ? args.row_len : 0;  // an invalid row adds nothing
         const std::int64_t step = static_cast<std::int64_t>(group_size) * kGeneralUnroll;
@@ -51,8 +54,10 @@ __device__ __forceinline__ void general_rows(const GeneralParams& args, const In
 #pragma unroll
             for (int u = 0; u < kGeneralUnroll; ++u) {
                 const std::int64_t position = j + static_cast<std::int64_t>(u) * group_size;
-                values[u] =
-                    position < args.row_len ? input(C(to_compute(x_row[position * args.x_axis_stride]))) : neg_inf<C>();
+                // An excluded element (options) is never read: it adds nothing, as padding does.
+                values[u] = position < args.row_len && row_input.kept(position)
+                                ? row_input(C(to_compute(x_row[position * args.x_axis_stride])), position)
+                                : neg_inf<C>();
             }
             add_chunk<kGeneralUnroll>(segment, values);
         });
@@ -62,7 +67,13 @@ __device__ __forceinline__ void general_rows(const GeneralParams& args, const In
         const C inverse_sum = C(1) / stats.sum;
         const C log_sum = log_of(stats.sum);
         for (std::int64_t j = lane; j < args.row_len; j += group_size) {
-            const C value = input(C(to_compute(x_row[j * args.x_axis_stride])));
+            if constexpr (std::decay_t<decltype(row_input)>::kMayExclude) {
+                if (!row_input.kept(j)) {
+                    y_row[j * args.y_axis_stride] = StoreAs<Y>::from(output.excluded(stats));
+                    continue;
+                }
+            }
+            const C value = row_input(C(to_compute(x_row[j * args.x_axis_stride])), j);
             y_row[j * args.y_axis_stride] = StoreAs<Y>::from(output.element_from_value(value, stats.max, inverse_sum, log_sum));
         }
     }
@@ -73,7 +84,23 @@ __global__ void __launch_bounds__(256) general_softmax(const ParamBlock<GeneralP
     general_rows<X, Y>(args, PlainInput::of(args), ForwardOutput::of(args));
 }
 
+// With options: scale, mask and causal in the input, masked rows in the output (common/options.cuh).
+template <class X, class Y>
+__global__ void __launch_bounds__(256) general_softmax_options(const GeneralOptionsParams args) {
+    using C = PairComputeType<X, Y>;
+    const GeneralParams& general = args.general;
+    general_rows<X, Y>(general, OptionsInput<C>{args.options, general.index_ndim, general.index_shape, general.row_len},
+                       MaskedForwardOutput{general.log_mode != 0, args.options.zero_rows != 0});
+}
+
 }  // namespace
+
+const void* general_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_any_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
+        return reinterpret_cast<const void*>(
+            &general_softmax_options<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
+    });
+}
 
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
     return visit_any_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/options.hpp"
 #include "cuda/common/param_block.hpp"
 #include "smx/smx.h"
 
@@ -34,5 +35,15 @@ struct GeneralParams {
 constexpr int kGeneralThreads = 256;
 
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+
+// The general family with options: its parameters, the options', and every pointer bound at the call.
+struct GeneralOptionsParams {
+    GeneralParams general;
+    OptionsParams options;
+};
+
+// The general kernel with the options' input transform and masked-rows output (one instance per dtype pair;
+// the option kinds are read at run time).
+const void* general_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 
 }  // namespace smx::cuda

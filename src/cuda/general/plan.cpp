@@ -30,26 +30,78 @@ int describe_index_space(const RowGeometry& geometry, std::initializer_list<Inde
     return 0;
 }
 
-smxStatus_t plan_general(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
-    const void* kernel = general_softmax_kernel(info.x_dtype, info.y_dtype);
-    SMX_RETURN_IF_ERROR(require_kernel(kernel, info.x_dtype, info.y_dtype, "general"));
+namespace {
+
+// The family's parameters and persistent grid for `kernel`: a warp per row, or the whole block for rows of
+// tuning.general.block_row_len and more. Both depend on the row length alone, so a row is reduced in the same
+// order whatever the number of rows (what batch invariance relies on).
+smxStatus_t general_shape(const SoftmaxInfo& info, const PlanContext& context, const void* kernel,
+                          GeneralParams* params, unsigned* grid) {
     const int threads_per_row = info.row_len >= context.tuning.general.block_row_len ? kGeneralThreads : 32;
     int blocks = 0;
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, kGeneralThreads, 0, &blocks));
-    const unsigned grid =
-        persistent_grid(ceil_div(info.rows, kGeneralThreads / threads_per_row), blocks, context.limits.multiprocessor_count);
+    *grid = persistent_grid(ceil_div(info.rows, kGeneralThreads / threads_per_row), blocks,
+                            context.limits.multiprocessor_count);
+    params->rows = info.rows;
+    params->row_len = info.row_len;
+    params->x_axis_stride = info.x.axis_stride;
+    params->y_axis_stride = info.y.axis_stride;
+    params->index_ndim = describe_index_space(
+        info, {{&info.x, params->x_index_strides}, {&info.y, params->y_index_strides}}, params->index_shape);
+    params->threads_per_row = threads_per_row;
+    params->log_mode = info.is_log() ? 1 : 0;
+    return SMX_STATUS_SUCCESS;
+}
+
+std::string general_text(const GeneralParams& params, unsigned grid) {
+    return fmt::format("cuda general threads_per_row={} threads={} grid={}", params.threads_per_row, kGeneralThreads,
+                       grid);
+}
+
+// The general kernel with options: its parameters exceed the 360-byte block the tuned families travel in, and
+// it takes the option operands' pointers too, so it binds and launches them itself.
+class GeneralOptionsCall final : public KernelCall {
+public:
+    GeneralOptionsCall(const GeneralOptionsParams& params, const Launch& launch) : params_(params), launch_(launch) {}
+
+    smxStatus_t run(const ForwardOperands& operands, cudaStream_t stream) const override {
+        GeneralOptionsParams bound = params_;
+        bound.general.x = operands.x;
+        bound.general.y = operands.y;
+        bound.options.scale = static_cast<const float*>(operands.scale);
+        bound.options.mask = operands.mask;
+        return launch_all(&launch_, 1, &bound, stream);
+    }
+
+private:
+    GeneralOptionsParams params_;
+    Launch launch_;
+};
+
+}  // namespace
+
+smxStatus_t plan_general(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    const void* kernel = general_softmax_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info.x_dtype, info.y_dtype, "general"));
     GeneralParams params;
-    params.rows = info.rows;
-    params.row_len = info.row_len;
-    params.x_axis_stride = info.x.axis_stride;
-    params.y_axis_stride = info.y.axis_stride;
-    params.index_ndim = describe_index_space(info, {{&info.x, params.x_index_strides}, {&info.y, params.y_index_strides}},
-                                             params.index_shape);
-    params.threads_per_row = threads_per_row;
-    params.log_mode = info.is_log() ? 1 : 0;
+    unsigned grid = 0;
+    SMX_RETURN_IF_ERROR(general_shape(info, context, kernel, &params, &grid));
     *plan = make_family_plan(info, params, {Launch{kernel, dim3(grid), dim3(kGeneralThreads), 0, 0}}, 0,
-                             fmt::format("cuda general threads_per_row={} threads={} grid={}", threads_per_row,
-                                         kGeneralThreads, grid));
+                             general_text(params, grid));
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t plan_general_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    const void* kernel = general_softmax_options_kernel(info.x_dtype, info.y_dtype);
+    SMX_RETURN_IF_ERROR(require_kernel(kernel, info.x_dtype, info.y_dtype, "general (options)"));
+    GeneralOptionsParams params;
+    unsigned grid = 0;
+    SMX_RETURN_IF_ERROR(general_shape(info, context, kernel, &params.general, &grid));
+    params.options = options_params(info, info.options);
+    FamilyPlan chosen;
+    chosen.call = std::make_unique<GeneralOptionsCall>(params, Launch{kernel, dim3(grid), dim3(kGeneralThreads), 0, 0});
+    chosen.text = general_text(params.general, grid) + describe(info.options);
+    *plan = std::move(chosen);
     return SMX_STATUS_SUCCESS;
 }
 

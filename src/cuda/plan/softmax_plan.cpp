@@ -32,6 +32,11 @@ public:
     const std::string& description() const override { return family_.text; }
 
     smxStatus_t run(void* workspace, void* y, const void* x, void* stream) const override {
+        return run_with_options(workspace, y, x, nullptr, nullptr, stream);
+    }
+
+    smxStatus_t run_with_options(void* workspace, void* y, const void* x, const void* scale, const void* mask,
+                                 void* stream) const override {
         if (!family_.call) return SMX_STATUS_SUCCESS;  // nothing to launch
         // Bases misaligned for the chosen kernels' vector accesses take the plan made for them.
         const FamilyPlan& chosen = family_.unaligned && (reinterpret_cast<std::uintptr_t>(x) % family_.x_base_alignment != 0 ||
@@ -40,7 +45,7 @@ public:
                                        : family_;
         cuda::ScopedDevice device(device_id_);
         SMX_RETURN_IF_ERROR(device.status());
-        return chosen.call->run(cuda::ForwardOperands{x, y, workspace}, static_cast<cudaStream_t>(stream));
+        return chosen.call->run(cuda::ForwardOperands{x, y, workspace, scale, mask}, static_cast<cudaStream_t>(stream));
     }
 
 private:
@@ -120,7 +125,10 @@ smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const
     cuda::ScopedDevice device(device_id);
     SMX_RETURN_IF_ERROR(device.status());
     const PlanContext context{limits, cuda::tuning_for(limits), preferences};
-    if (mixed_f64_pair(info)) {
+    if (info.options.any()) {
+        // Options: the general family on every layout for now (docs/design.md, "Softmax options").
+        SMX_RETURN_IF_ERROR(cuda::plan_general_options(info, context, &family));
+    } else if (mixed_f64_pair(info)) {
         SMX_RETURN_IF_ERROR(cuda::plan_general(info, context, &family));
     } else {
         switch (info.layout) {

@@ -32,17 +32,20 @@ namespace smx {
 namespace {
 
 smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, int mode, int axis,
-                              smxTensorDescriptor_t y_desc, smxTensorDescriptor_t x_desc) {
+                              smxTensorDescriptor_t y_desc, smxTensorDescriptor_t x_desc,
+                              smxSoftmaxOptions_t options) {
     if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc (the output pointer) is NULL");
     *out = nullptr;
     SMX_RETURN_IF_ERROR(check_live(handle, "handle"));
     SMX_RETURN_IF_ERROR(check_live(x_desc, "xDesc"));
     SMX_RETURN_IF_ERROR(check_live(y_desc, "yDesc"));
+    if (options != nullptr) SMX_RETURN_IF_ERROR(check_live(options, "options"));
     auto desc = std::make_unique<smxSoftmaxDescriptor>();
     desc->device_type = handle->device_type;
     desc->device_id = handle->device_id;
     desc->check_device_pointers = handle->check_device_pointers;
-    SMX_RETURN_IF_ERROR(make_softmax_info(mode, axis, y_desc, x_desc, &desc->info));
+    SMX_RETURN_IF_ERROR(make_softmax_info(mode, axis, y_desc, x_desc, options != nullptr ? &options->settings : nullptr,
+                                          &desc->info));
     if (handle->device_type == SMX_DEVICE_CPU) {
         SMX_RETURN_IF_ERROR(make_cpu_softmax_plan(desc->info, handle->cpu_threads, &desc->plan));
     } else {
@@ -60,19 +63,22 @@ smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxDescriptor_t* out, i
 }
 
 smxStatus_t forward(smxSoftmaxDescriptor_t desc, void* workspace, std::size_t workspace_bytes, void* y,
-                    const void* x, void* stream) {
+                    const void* x, const void* scale, const void* mask, void* stream) {
     SMX_RETURN_IF_ERROR(check_live(desc, "desc"));
     if (desc->info.numel == 0) return SMX_STATUS_SUCCESS;  // zero-size tensors: nothing to do, nothing launched
     if (x == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "x is NULL but the tensor has {} elements", desc->info.numel);
     if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "y is NULL but the tensor has {} elements", desc->info.numel);
     SMX_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, desc->plan->workspace_bytes()));
-    SMX_RETURN_IF_ERROR(check_forward_pointers(desc->info, y, x));
+    SMX_RETURN_IF_ERROR(check_forward_pointers(desc->info, y, x, scale, mask));
 #if SMX_WITH_CUDA
     if (desc->device_type == SMX_DEVICE_CUDA && desc->check_device_pointers) {
         SMX_RETURN_IF_ERROR(cuda_check_data_pointers(desc->device_id, y, x));
+        if (scale != nullptr) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, scale, "scale"));
+        if (mask != nullptr) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, mask, "mask"));
     }
 #endif
-    return desc->plan->run(workspace, y, x, stream);
+    if (!desc->info.options.any()) return desc->plan->run(workspace, y, x, stream);
+    return desc->plan->run_with_options(workspace, y, x, scale, mask, stream);
 }
 
 }  // namespace
@@ -85,7 +91,16 @@ SMX_API smxStatus_t smxCreateSoftmaxDescriptor(smxHandle_t handle, smxSoftmaxDes
                                                smxTensorDescriptor_t xDesc) {
     const int mode_value = smx::raw_enum_value(mode);
     return smx::guard_api("smxCreateSoftmaxDescriptor",
-                          [&] { return smx::create_descriptor(handle, desc, mode_value, axis, yDesc, xDesc); });
+                          [&] { return smx::create_descriptor(handle, desc, mode_value, axis, yDesc, xDesc, nullptr); });
+}
+
+SMX_API smxStatus_t smxCreateSoftmaxDescriptorWithOptions(smxHandle_t handle, smxSoftmaxDescriptor_t* desc,
+                                                          smxSoftmaxMode_t mode, int axis, smxTensorDescriptor_t yDesc,
+                                                          smxTensorDescriptor_t xDesc, smxSoftmaxOptions_t options) {
+    const int mode_value = smx::raw_enum_value(mode);
+    return smx::guard_api("smxCreateSoftmaxDescriptorWithOptions", [&] {
+        return smx::create_descriptor(handle, desc, mode_value, axis, yDesc, xDesc, options);
+    });
 }
 
 SMX_API smxStatus_t smxGetSoftmaxWorkspaceSize(smxSoftmaxDescriptor_t desc, size_t* workspaceBytes) {
@@ -105,7 +120,14 @@ SMX_API smxStatus_t smxGetSoftmaxPlan(smxSoftmaxDescriptor_t desc, const char** 
 SMX_API smxStatus_t smxSoftmaxForward(smxSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes, void* y,
                                       const void* x, void* stream) {
     return smx::guard_api("smxSoftmaxForward",
-                          [&] { return smx::forward(desc, workspace, workspaceBytes, y, x, stream); });
+                          [&] { return smx::forward(desc, workspace, workspaceBytes, y, x, nullptr, nullptr, stream); });
+}
+
+SMX_API smxStatus_t smxSoftmaxForwardWithOptions(smxSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                                 void* y, const void* x, const void* scale, const void* mask,
+                                                 void* stream) {
+    return smx::guard_api("smxSoftmaxForwardWithOptions",
+                          [&] { return smx::forward(desc, workspace, workspaceBytes, y, x, scale, mask, stream); });
 }
 
 SMX_API smxStatus_t smxDestroySoftmaxDescriptor(smxSoftmaxDescriptor_t desc) {

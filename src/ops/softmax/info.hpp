@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/common/row_problem.hpp"
+#include "ops/softmax/options.hpp"
 #include "smx/smx.h"
 
 namespace smx {
@@ -17,6 +18,8 @@ struct SoftmaxInfo : RowGeometry {
     OperandLayout y;
     // x and y have identical strides and element size: y == x is a legal in-place call.
     bool same_layout = false;
+    // Scale, mask, causal, masked rows, batch invariance (ops/softmax/options.hpp); none by default.
+    SoftmaxOptions options;
 
     bool is_log() const { return mode == SMX_LOG_SOFTMAX; }
 };
@@ -26,11 +29,21 @@ struct SoftmaxInfo : RowGeometry {
 smxStatus_t make_softmax_info(int mode, int axis, const smxTensorDescriptor* y, const smxTensorDescriptor* x,
                               SoftmaxInfo* info);
 
+// The same with options (`settings` NULL: none): the mask and per-row scale join x and y as operands of the row
+// geometry, and each option is checked against x.
+smxStatus_t make_softmax_info(int mode, int axis, const smxTensorDescriptor* y, const smxTensorDescriptor* x,
+                              const SoftmaxOptionSettings* settings, SoftmaxInfo* info);
+
 // One line for logs: "softmax f16->f32 shape [8,1024] axis 1: rows rows=8 row_len=1024 ...".
 std::string describe(const SoftmaxInfo& info);
 
 // Forward-time check of the actual pointers: in place must have the same layout; any other byte-range
 // overlap of x and y is refused. Pointers must be aligned to their element size.
 smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const void* x);
+
+// The same with the options' data: `scale` and `mask` non-NULL exactly where the problem has those operands,
+// aligned, and not met by y's bytes.
+smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const void* x, const void* scale,
+                                   const void* mask);
 
 }  // namespace smx

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/error.hpp"
 #include "ops/common/workspace.hpp"  // kWorkspaceAlignment
 #include "smx/smx.h"
 
@@ -27,6 +28,14 @@ public:
     // and the workspace holds at least workspace_bytes(), aligned to kWorkspaceAlignment. `stream` is a cudaStream_t or ignored (CPU).
     // On failure returns the status and sets the last error.
     virtual smxStatus_t run(void* workspace, void* y, const void* x, void* stream) const = 0;
+
+    // The same for a problem with options (SoftmaxInfo::options.any()): `scale` and `mask` are the data of its
+    // per-row scale and mask operands, NULL where it has none, already checked like x. Only the plans of
+    // problems with options are called here; the others keep this refusal.
+    virtual smxStatus_t run_with_options(void* /*workspace*/, void* /*y*/, const void* /*x*/, const void* /*scale*/,
+                                         const void* /*mask*/, void* /*stream*/) const {
+        return fail(SMX_STATUS_INTERNAL_ERROR, "this plan was not made for a problem with options");
+    }
 };
 
 }  // namespace smx

@@ -33,18 +33,20 @@ namespace {
 
 smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxBackwardDescriptor_t* out, int mode, int axis,
                               smxTensorDescriptor_t dx_desc, smxTensorDescriptor_t dy_desc,
-                              smxTensorDescriptor_t y_desc) {
+                              smxTensorDescriptor_t y_desc, smxSoftmaxOptions_t options) {
     if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc (the output pointer) is NULL");
     *out = nullptr;
     SMX_RETURN_IF_ERROR(check_live(handle, "handle"));
     SMX_RETURN_IF_ERROR(check_live(dy_desc, "dyDesc"));
     SMX_RETURN_IF_ERROR(check_live(y_desc, "yDesc"));
     SMX_RETURN_IF_ERROR(check_live(dx_desc, "dxDesc"));
+    if (options != nullptr) SMX_RETURN_IF_ERROR(check_live(options, "options"));
     auto desc = std::make_unique<smxSoftmaxBackwardDescriptor>();
     desc->device_type = handle->device_type;
     desc->device_id = handle->device_id;
     desc->check_device_pointers = handle->check_device_pointers;
-    SMX_RETURN_IF_ERROR(make_softmax_backward_info(mode, axis, dx_desc, dy_desc, y_desc, &desc->info));
+    SMX_RETURN_IF_ERROR(make_softmax_backward_info(mode, axis, dx_desc, dy_desc, y_desc,
+                                                   options != nullptr ? &options->settings : nullptr, &desc->info));
     if (handle->device_type == SMX_DEVICE_CPU) {
         SMX_RETURN_IF_ERROR(make_cpu_softmax_backward_plan(desc->info, handle->cpu_threads, &desc->plan));
     } else {
@@ -62,7 +64,7 @@ smxStatus_t create_descriptor(smxHandle_t handle, smxSoftmaxBackwardDescriptor_t
 }
 
 smxStatus_t backward(smxSoftmaxBackwardDescriptor_t desc, void* workspace, std::size_t workspace_bytes, void* dx,
-                     const void* dy, const void* y, void* stream) {
+                     const void* dy, const void* y, const void* scale, const void* mask, void* stream) {
     SMX_RETURN_IF_ERROR(check_live(desc, "desc"));
     const std::int64_t numel = desc->info.numel;
     if (numel == 0) return SMX_STATUS_SUCCESS;  // zero-size tensors: nothing to do, nothing launched
@@ -70,15 +72,18 @@ smxStatus_t backward(smxSoftmaxBackwardDescriptor_t desc, void* workspace, std::
     if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "y is NULL but the tensor has {} elements", numel);
     if (dx == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "dx is NULL but the tensor has {} elements", numel);
     SMX_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, desc->plan->workspace_bytes()));
-    SMX_RETURN_IF_ERROR(check_backward_pointers(desc->info, dx, dy, y));
+    SMX_RETURN_IF_ERROR(check_backward_pointers(desc->info, dx, dy, y, scale, mask));
 #if SMX_WITH_CUDA
     if (desc->device_type == SMX_DEVICE_CUDA && desc->check_device_pointers) {
         SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, dy, "dy"));
         SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, y, "y"));
         if (dx != dy) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, dx, "dx"));
+        if (scale != nullptr) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, scale, "scale"));
+        if (mask != nullptr) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, mask, "mask"));
     }
 #endif
-    return desc->plan->run(workspace, dx, dy, y, stream);
+    if (!desc->info.options.any()) return desc->plan->run(workspace, dx, dy, y, stream);
+    return desc->plan->run_with_options(workspace, dx, dy, y, scale, mask, stream);
 }
 
 }  // namespace
@@ -91,7 +96,20 @@ SMX_API smxStatus_t smxCreateSoftmaxBackwardDescriptor(smxHandle_t handle, smxSo
                                                        smxTensorDescriptor_t dyDesc, smxTensorDescriptor_t yDesc) {
     const int mode_value = smx::raw_enum_value(mode);
     return smx::guard_api("smxCreateSoftmaxBackwardDescriptor", [&] {
-        return smx::create_descriptor(handle, desc, mode_value, axis, dxDesc, dyDesc, yDesc);
+        return smx::create_descriptor(handle, desc, mode_value, axis, dxDesc, dyDesc, yDesc, nullptr);
+    });
+}
+
+SMX_API smxStatus_t smxCreateSoftmaxBackwardDescriptorWithOptions(smxHandle_t handle,
+                                                                  smxSoftmaxBackwardDescriptor_t* desc,
+                                                                  smxSoftmaxMode_t mode, int axis,
+                                                                  smxTensorDescriptor_t dxDesc,
+                                                                  smxTensorDescriptor_t dyDesc,
+                                                                  smxTensorDescriptor_t yDesc,
+                                                                  smxSoftmaxOptions_t options) {
+    const int mode_value = smx::raw_enum_value(mode);
+    return smx::guard_api("smxCreateSoftmaxBackwardDescriptorWithOptions", [&] {
+        return smx::create_descriptor(handle, desc, mode_value, axis, dxDesc, dyDesc, yDesc, options);
     });
 }
 
@@ -112,7 +130,15 @@ SMX_API smxStatus_t smxGetSoftmaxBackwardPlan(smxSoftmaxBackwardDescriptor_t des
 SMX_API smxStatus_t smxSoftmaxBackward(smxSoftmaxBackwardDescriptor_t desc, void* workspace, size_t workspaceBytes,
                                        void* dx, const void* dy, const void* y, void* stream) {
     return smx::guard_api("smxSoftmaxBackward",
-                          [&] { return smx::backward(desc, workspace, workspaceBytes, dx, dy, y, stream); });
+                          [&] { return smx::backward(desc, workspace, workspaceBytes, dx, dy, y, nullptr, nullptr, stream); });
+}
+
+SMX_API smxStatus_t smxSoftmaxBackwardWithOptions(smxSoftmaxBackwardDescriptor_t desc, void* workspace,
+                                                  size_t workspaceBytes, void* dx, const void* dy, const void* y,
+                                                  const void* scale, const void* mask, void* stream) {
+    return smx::guard_api("smxSoftmaxBackwardWithOptions", [&] {
+        return smx::backward(desc, workspace, workspaceBytes, dx, dy, y, scale, mask, stream);
+    });
 }
 
 SMX_API smxStatus_t smxDestroySoftmaxBackwardDescriptor(smxSoftmaxBackwardDescriptor_t desc) {

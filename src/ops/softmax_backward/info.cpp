@@ -11,14 +11,33 @@ namespace smx {
 smxStatus_t make_softmax_backward_info(int mode, int axis, const smxTensorDescriptor* dx,
                                        const smxTensorDescriptor* dy, const smxTensorDescriptor* y,
                                        SoftmaxBackwardInfo* info) {
+    return make_softmax_backward_info(mode, axis, dx, dy, y, nullptr, info);
+}
+
+smxStatus_t make_softmax_backward_info(int mode, int axis, const smxTensorDescriptor* dx,
+                                       const smxTensorDescriptor* dy, const smxTensorDescriptor* y,
+                                       const SoftmaxOptionSettings* settings, SoftmaxBackwardInfo* info) {
     if (mode != SMX_SOFTMAX && mode != SMX_LOG_SOFTMAX) {
         return fail(SMX_STATUS_BAD_PARAM_MODE, "mode {} is not an smxSoftmaxMode_t (SMX_SOFTMAX=1, SMX_LOG_SOFTMAX=2)",
                     mode);
     }
-    const OperandSpec operands[] = {{"dy", dy, false}, {"y", y, false}, {"dx", dx, true}};
+    // Operands: dy, y, dx, then the mask (broadcast to dx's shape) and the per-row scale where set.
+    OperandSpec operands[5] = {{"dy", dy, false}, {"y", y, false}, {"dx", dx, true}};
+    int count = 3;
+    OptionOperands option_operands;
+    if (dy != nullptr && y != nullptr && dx != nullptr) {  // else make_row_geometry names the NULL one
+        SMX_RETURN_IF_ERROR(add_option_operands(settings, *dx, &option_operands, operands, &count));
+    }
     SoftmaxBackwardInfo out;
-    OperandLayout layouts[3];
-    SMX_RETURN_IF_ERROR(make_row_geometry(axis, operands, 3, &out, layouts));
+    OperandLayout layouts[5];
+    SMX_RETURN_IF_ERROR(make_row_geometry(axis, operands, count, &out, layouts));
+    // BOOL describes masks (softmax options), never a value this operator computes on.
+    for (int k = 0; k < 3; ++k) {  // dy, y, dx
+        if (!is_floating_dtype(operands[k].tensor->dtype)) {
+            return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, "{} is {}: dx, dy and y must each be one of f16, bf16, f32, f64",
+                        operands[k].name, dtype_name(operands[k].tensor->dtype));
+        }
+    }
     // dy is the gradient of y, so it comes in y's dtype (PyTorch's backward requires the same).
     if (dy->dtype != y->dtype) {
         return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR,
@@ -34,6 +53,7 @@ smxStatus_t make_softmax_backward_info(int mode, int axis, const smxTensorDescri
     out.y = layouts[1];
     out.dx = layouts[2];
     out.dx_same_layout_as_dy = same_layout(*dx, *dy);
+    SMX_RETURN_IF_ERROR(make_options(option_operands, out, operands, layouts, count, &out.options));
     *info = out;
     return SMX_STATUS_SUCCESS;
 }
@@ -42,16 +62,24 @@ std::string describe(const SoftmaxBackwardInfo& info) {
     const NamedLayout operands[] = {{"dy", &info.dy}, {"y", &info.y}, {"dx", &info.dx}};
     return fmt::format("{} backward (dy {}, y {})->dx {} shape {} axis {}: {}", info.is_log() ? "log_softmax" : "softmax",
                        dtype_name(info.dy_dtype), dtype_name(info.y_dtype), dtype_name(info.dx_dtype),
-                       format_dims(info.shape, info.ndim), info.axis, describe_geometry(info, operands, 3));
+                       format_dims(info.shape, info.ndim), info.axis, describe_geometry(info, operands, 3)) +
+           describe(info.options);
 }
 
 smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y) {
+    return check_backward_pointers(info, dx, dy, y, nullptr, nullptr);
+}
+
+smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y,
+                                    const void* scale, const void* mask) {
     // dx may replace dy in place (the backends read each dy element before writing its dx), never y: a kernel
     // holding only part of a row may write some of its dx before another thread has read the y it needs.
-    const OperandPointer operands[] = {{"dy", dy, info.dy_dtype, &info.dy, false, -1, false},
-                                       {"y", y, info.y_dtype, &info.y, false, -1, false},
-                                       {"dx", dx, info.dx_dtype, &info.dx, true, 0, info.dx_same_layout_as_dy}};
-    return check_operand_pointers(operands, 3);
+    OperandPointer operands[5] = {{"dy", dy, info.dy_dtype, &info.dy, false, -1, false},
+                                  {"y", y, info.y_dtype, &info.y, false, -1, false},
+                                  {"dx", dx, info.dx_dtype, &info.dx, true, 0, info.dx_same_layout_as_dy}};
+    int count = 3;
+    SMX_RETURN_IF_ERROR(add_option_pointers(info.options, scale, mask, "smxSoftmaxBackwardWithOptions", operands, &count));
+    return check_operand_pointers(operands, count);
 }
 
 }  // namespace smx

@@ -2,11 +2,15 @@
 // to the canonical rows every backend runs (ops/common/row_problem.hpp).
 //   softmax:     dx = y * (dy - sum(dy * y))
 //   log-softmax: dx = dy - exp(y) * sum(dy)
+// With the forward's options (smx.h, smxCreateSoftmaxBackwardDescriptorWithOptions): the sums over the kept
+// elements only, dx = scale * that at kept elements, 0 at excluded ones and, with masked rows zero, in rows
+// whose forward had nothing to normalize.
 #pragma once
 
 #include <string>
 
 #include "ops/common/row_problem.hpp"
+#include "ops/softmax/options.hpp"
 #include "smx/smx.h"
 
 namespace smx {
@@ -21,6 +25,8 @@ struct SoftmaxBackwardInfo : RowGeometry {
     OperandLayout dx;
     // dx and dy have identical strides and element size: dx == dy is a legal in-place call.
     bool dx_same_layout_as_dy = false;
+    // The forward's options (ops/softmax/options.hpp): scale and mask operands checked against dx's shape.
+    SoftmaxOptions options;
 
     bool is_log() const { return mode == SMX_LOG_SOFTMAX; }
 };
@@ -31,11 +37,22 @@ smxStatus_t make_softmax_backward_info(int mode, int axis, const smxTensorDescri
                                        const smxTensorDescriptor* dy, const smxTensorDescriptor* y,
                                        SoftmaxBackwardInfo* info);
 
+// The same for the forward made with options (`settings` NULL: none): the mask and per-row scale join dy, y and
+// dx as operands of the row geometry, and each option is checked against dx's shape (the forward's x's).
+smxStatus_t make_softmax_backward_info(int mode, int axis, const smxTensorDescriptor* dx,
+                                       const smxTensorDescriptor* dy, const smxTensorDescriptor* y,
+                                       const SoftmaxOptionSettings* settings, SoftmaxBackwardInfo* info);
+
 // One line for logs.
 std::string describe(const SoftmaxBackwardInfo& info);
 
 // Call-time check of the actual pointers: dx may be in place with dy (same pointer, same layout) and must meet
 // no other operand's bytes; every pointer aligned to its element size.
 smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y);
+
+// The same with the options' data: `scale` and `mask` non-NULL exactly where the problem has those operands,
+// aligned, and not met by dx's bytes.
+smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y,
+                                    const void* scale, const void* mask);
 
 }  // namespace smx

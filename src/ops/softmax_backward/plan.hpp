@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 
+#include "core/error.hpp"
 #include "smx/smx.h"
 
 namespace smx {
@@ -23,6 +24,14 @@ public:
     // overlap). `stream` is a cudaStream_t or ignored (CPU). On failure returns the status and sets the last
     // error.
     virtual smxStatus_t run(void* workspace, void* dx, const void* dy, const void* y, void* stream) const = 0;
+
+    // The same for a problem with options (SoftmaxBackwardInfo::options.any()): `scale` and `mask` are the data
+    // of its per-row scale and mask operands, NULL where it has none, already checked like dy. Only the plans of
+    // problems with options are called here; the others keep this refusal.
+    virtual smxStatus_t run_with_options(void* /*workspace*/, void* /*dx*/, const void* /*dy*/, const void* /*y*/,
+                                         const void* /*scale*/, const void* /*mask*/, void* /*stream*/) const {
+        return fail(SMX_STATUS_INTERNAL_ERROR, "this plan was not made for a problem with options");
+    }
 };
 
 }  // namespace smx

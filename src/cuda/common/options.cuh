@@ -1,0 +1,133 @@
+// options.cuh - the softmax options as an input transform and an output formula (the epilogue types'
+// style, common/epilogue.cuh): a row's input binds the row's scale, mask and causal window, says which
+// elements are kept and turns each kept x into z = scale * x + additive mask; the output writes excluded
+// elements and rows with nothing to normalize. Semantics: ops/softmax/options.hpp.
+//
+// A body takes any input through bind_row(input, row): inputs that are the same for every row (PlainInput)
+// keep every element (kMayExclude false, so a body's exclusion code compiles away), while OptionsInput binds
+// the row's option operands.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/epilogue.cuh"
+#include "cuda/common/math.cuh"
+#include "cuda/common/options.hpp"
+
+namespace smx::cuda {
+
+template <class C>
+__device__ __forceinline__ C quiet_nan() {
+    if constexpr (sizeof(C) == 4) return __int_as_float(0x7fffffff);
+    else return __longlong_as_double(0x7fffffffffffffffLL);
+}
+
+// A row input of an input transform that is the same for every row.
+template <class Input>
+struct EveryRowInput {
+    static constexpr bool kMayExclude = false;
+    const Input& input;
+    __device__ __forceinline__ bool kept(std::int64_t) const { return true; }
+    template <class C>
+    __device__ __forceinline__ C operator()(C value, std::int64_t) const {
+        return input(value);
+    }
+};
+
+template <class Input>
+__device__ __forceinline__ EveryRowInput<Input> bind_row(const Input& input, std::int64_t) {
+    return {input};
+}
+
+// An additive mask element in the compute type, whatever its dtype (read at run time: one instance per dtype
+// pair rather than one per mask dtype too).
+template <class C>
+__device__ __forceinline__ C load_additive(const void* mask, int dtype, std::int64_t offset) {
+    switch (dtype) {
+        case SMX_DTYPE_F16: return C(to_compute(static_cast<const __half*>(mask)[offset]));
+        case SMX_DTYPE_BF16: return C(to_compute(static_cast<const __nv_bfloat16*>(mask)[offset]));
+        case SMX_DTYPE_F32: return C(static_cast<const float*>(mask)[offset]);
+        default: return C(static_cast<const double*>(mask)[offset]);
+    }
+}
+
+// One row's options: which elements are kept, and z for a kept one.
+template <class C>
+struct OptionsRowInput {
+    static constexpr bool kMayExclude = true;
+    const OptionsParams& options;
+    std::int64_t mask_offset;  // the row's mask start
+    std::int64_t last_kept;    // the causal window's last kept element (row_len - 1 without causal; -1: none)
+    C scale;
+
+    __device__ __forceinline__ bool kept(std::int64_t j) const {
+        if (j > last_kept) return false;
+        if (options.mask_kind != 1) return true;
+        return static_cast<const unsigned char*>(options.mask)[mask_offset + j * options.mask_axis_stride] != 0;
+    }
+    __device__ __forceinline__ C operator()(C value, std::int64_t j) const {
+        const C scaled = options.scale_kind != 0 ? scale * value : value;
+        if (options.mask_kind != 2) return scaled;
+        return scaled + load_additive<C>(options.mask, options.mask_dtype, mask_offset + j * options.mask_axis_stride);
+    }
+};
+
+// The options' input transform for rows located in an index space (options.hpp): binds row r by its multi-index.
+template <class C>
+struct OptionsInput {
+    const OptionsParams& options;
+    int index_ndim;
+    const std::int64_t* index_shape;
+    std::int64_t row_len;
+};
+
+template <class C>
+__device__ __forceinline__ OptionsRowInput<C> bind_row(const OptionsInput<C>& input, std::int64_t row) {
+    const OptionsParams& options = input.options;
+    std::int64_t mask_offset = 0;
+    std::int64_t scale_offset = 0;
+    std::int64_t rest = row;
+    for (int d = input.index_ndim - 1; d >= 0; --d) {
+        const std::int64_t index = rest % input.index_shape[d];
+        rest /= input.index_shape[d];
+        mask_offset += index * options.mask_index_strides[d];
+        scale_offset += index * options.scale_index_strides[d];
+    }
+    std::int64_t last_kept = input.row_len - 1;
+    if (options.causal != 0) {
+        const std::int64_t query = (row / options.causal_row_divisor) % options.causal_queries;
+        const std::int64_t last = query + options.causal_offset;  // the offset is clamped: no overflow
+        last_kept = last < last_kept ? (last < -1 ? -1 : last) : last_kept;
+    }
+    C scale = C(1);
+    if (options.scale_kind == 1) scale = C(options.scalar_scale);
+    if (options.scale_kind == 2) scale = C(options.scale[scale_offset]);
+    return {options, mask_offset, last_kept, scale};
+}
+
+// The forward output with the options' rules (mode at run time, as ForwardOutput): a row with nothing to
+// normalize (statistics max -inf: nothing kept, or every kept z -inf) gives NaN or, with zero_rows, 0 (log:
+// -inf); an excluded element gives 0 (log: -inf), but NaN in a row whose sum is NaN (a kept NaN or +inf).
+struct MaskedForwardOutput {
+    bool log;
+    bool zero_rows;
+
+    template <class C>
+    __device__ __forceinline__ C empty_row_value() const {
+        if (!zero_rows) return quiet_nan<C>();
+        return log ? neg_inf<C>() : C(0);
+    }
+    template <class C>
+    __device__ __forceinline__ C element_from_value(C value, C max, C inverse_sum, C log_sum) const {
+        if (max == neg_inf<C>()) return empty_row_value<C>();
+        return softmax_output(value - max, inverse_sum, log_sum, log);
+    }
+    template <class C>
+    __device__ __forceinline__ C excluded(const Stats<C>& stats) const {
+        if (stats.sum != stats.sum) return quiet_nan<C>();
+        if (stats.max == neg_inf<C>()) return empty_row_value<C>();
+        return log ? neg_inf<C>() : C(0);
+    }
+};
+
+}  // namespace smx::cuda

@@ -1,0 +1,42 @@
+// options.hpp - the softmax options (ops/softmax/options.hpp) as a kernel reads them, and how a planner fills
+// them from a validated problem. Plain C++ (kernels include it: no host library headers); the device side is
+// options.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "smx/smx.h"
+
+namespace smx {
+struct RowGeometry;
+struct SoftmaxOptions;
+}  // namespace smx
+
+namespace smx::cuda {
+
+// The options of one problem. The per-row scale and the mask are located like x and y: a row's start from its
+// index in the problem's rows laid out as an index space (describe_index_space, cuda/general/plan.hpp), with each
+// operand's own strides.
+struct OptionsParams {
+    const float* scale = nullptr;           // per-row factors (scale_kind 2)
+    const void* mask = nullptr;
+    double scalar_scale = 1.0;              // scale_kind 1
+    std::int64_t mask_axis_stride = 0;
+    std::int64_t scale_index_strides[SMX_MAX_DIMS] = {};
+    std::int64_t mask_index_strides[SMX_MAX_DIMS] = {};
+    // Causal: row r's query is (r / causal_row_divisor) % causal_queries; element j is kept when
+    // j <= query + causal_offset (the offset clamped to [-queries, row_len] so the sum cannot overflow).
+    std::int64_t causal_offset = 0;
+    std::int64_t causal_queries = 1;
+    std::int64_t causal_row_divisor = 1;
+    int scale_kind = 0;                     // 0 none, 1 scalar, 2 per row
+    int mask_kind = 0;                      // 0 none, 1 keep (bool), 2 additive
+    int mask_dtype = 0;                     // an smxDataType_t: the additive mask's element type
+    int causal = 0;
+    int zero_rows = 0;                      // masked rows give 0 (log: -inf) instead of NaN
+};
+
+// The options of a problem (the forward's or the backward's) with the pointers left empty (bound at the call).
+OptionsParams options_params(const RowGeometry& geometry, const SoftmaxOptions& options);
+
+}  // namespace smx::cuda

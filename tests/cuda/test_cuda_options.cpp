@@ -1,0 +1,370 @@
+// [cuda] softmax options (issue 53) on the GPU: every option alone for the 16 dtype pairs and both modes,
+// combinations on random layouts, broadcast masks, per-row scale specials, empty rows under both masked-rows
+// modes, NaN and infinities kept and excluded, causal windows (the spatial layout whose contiguous dim comes
+// first included), long rows (a block per row), in place, a CUDA graph, against the float64 options reference
+// the CPU backend is tested against; plans without options unchanged; batch invariance bit for bit across
+// row counts 1, 7, 64 and 4096, positions and layouts.
+#if SMX_TEST_WITH_CUDA
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_helpers.hpp"
+#include "support/layouts.hpp"
+#include "support/options_reference.hpp"
+
+using namespace smx_test;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr smxDataType_t kFloating[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32, SMX_DTYPE_F64};
+
+// Runs softmax with options on the device into a poisoned y (downloaded into `y`); the option tensors are
+// uploaded from the spec. Returns the smx status; `plan` receives the plan text.
+smxStatus_t run_options_on_device(smxHandle_t handle, HostTensor& y, const HostTensor& x, int axis, bool log_mode,
+                                  const OptionsSpec& spec, std::string* plan = nullptr, bool in_place = false,
+                                  cudaStream_t stream = nullptr) {
+    SoftmaxOptionsObject options(spec);
+    SMX_REQUIRE_OK(options.status);
+    TensorDesc x_desc(x), y_desc(y);
+    smxSoftmaxDescriptor_t desc = nullptr;
+    const smxStatus_t created = smxCreateSoftmaxDescriptorWithOptions(
+        handle, &desc, log_mode ? SMX_LOG_SOFTMAX : SMX_SOFTMAX, axis, y_desc.desc, x_desc.desc, options.options);
+    if (created != SMX_STATUS_SUCCESS) return created;
+    const char* text = nullptr;
+    SMX_REQUIRE_OK(smxGetSoftmaxPlan(desc, &text));
+    if (plan != nullptr) *plan = text;
+    size_t workspace_bytes = 0;
+    SMX_REQUIRE_OK(smxGetSoftmaxWorkspaceSize(desc, &workspace_bytes));
+    DeviceBuffer workspace(workspace_bytes);
+    DeviceTensor x_device(x), y_device(y);
+    x_device.upload(x);
+    if (!in_place) y_device.poison();
+    DeviceTensor scale_device(spec.scale_tensor != nullptr ? *spec.scale_tensor : x);
+    DeviceTensor mask_device(spec.mask != nullptr ? *spec.mask : x);
+    if (spec.scale_tensor != nullptr) scale_device.upload(*spec.scale_tensor);
+    if (spec.mask != nullptr) mask_device.upload(*spec.mask);
+    void* y_pointer = in_place ? x_device.data() : y_device.data();
+    const smxStatus_t status = smxSoftmaxForwardWithOptions(
+        desc, workspace.get(), workspace_bytes, y_pointer, x_device.data(),
+        spec.scale_tensor != nullptr ? scale_device.data() : nullptr, spec.mask != nullptr ? mask_device.data() : nullptr,
+        stream);
+    smxDestroySoftmaxDescriptor(desc);
+    if (status != SMX_STATUS_SUCCESS) return status;
+    SMX_REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    SMX_REQUIRE_CUDA(cudaGetLastError());
+    (in_place ? x_device : y_device).download(y);
+    return SMX_STATUS_SUCCESS;
+}
+
+// The device result against the float64 options reference, with the slack of z computed in the pair's
+// compute type; "" when it matches.
+std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const HostTensor& x, int axis, bool log_mode,
+                                    const OptionsSpec& spec, std::string* plan = nullptr) {
+    const smxStatus_t status = run_options_on_device(handle, y, x, axis, log_mode, spec, plan);
+    if (status != SMX_STATUS_SUCCESS) return std::string("smx failed: ") + smxGetStatusString(status) + ": " + smxGetLastErrorMessage();
+    OptionsReference ref = reference_softmax_options(x, axis, log_mode, spec);
+    round_overflow(y.dtype, ref.y);
+    return compare_to_reference(y, ref.y, log_mode, &ref.z_magnitude, options_compute_rtol(x.dtype, y.dtype));
+}
+
+std::string describe_spec(const OptionsSpec& spec) {
+    std::string text;
+    if (spec.scale) text += " scale " + std::to_string(*spec.scale);
+    if (spec.scale_tensor) text += " per-row scale " + describe(*spec.scale_tensor);
+    if (spec.mask) text += " mask " + describe(*spec.mask);
+    if (spec.causal) text += " causal " + std::to_string(*spec.causal);
+    if (spec.zero_rows) text += " zero rows";
+    if (spec.batch_invariant) text += " batch invariant";
+    return text;
+}
+
+#define CHECK_OPTIONS(handle, y, x, axis, log_mode, spec)                                                    \
+    do {                                                                                                     \
+        std::string plan_;                                                                                   \
+        const std::string mismatch_ = check_options_on_device(handle, y, x, axis, log_mode, spec, &plan_);   \
+        INFO(describe_case(y, x, axis, log_mode) << describe_spec(spec) << " | plan: " << plan_);           \
+        CHECK(mismatch_ == "");                                                                              \
+        CHECK(kernel_kind(plan_) == "general");                                                              \
+    } while (0)
+
+}  // namespace
+
+TEST_CASE("cuda options: each option alone matches the reference for every dtype pair and mode",
+          "[cuda][options]") {
+    CudaHandle handle;
+    for (smxDataType_t x_dtype : kFloating) {
+        for (smxDataType_t y_dtype : kFloating) {
+            const std::vector<std::int64_t> shape = {3, 5, 45};
+            HostTensor x = make_tensor(x_dtype, shape);
+            fill_random(x, test_rng());
+            add_special_rows(x);
+            HostTensor scale = make_tensor(SMX_DTYPE_F32, {3, 5});
+            fill_random(scale, test_rng(), 2.0);
+            const HostTensor keep = random_keep_mask(shape, test_rng(), 0.7);
+            for (bool log_mode : {false, true}) {
+                HostTensor y = make_tensor(y_dtype, shape);
+                OptionsSpec spec;
+                spec.scale = 0.37;
+                CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
+                spec = {};
+                spec.scale_tensor = &scale;
+                CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
+                spec = {};
+                spec.mask = &keep;
+                CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
+                for (smxDataType_t mask_dtype : kFloating) {
+                    const HostTensor additive = random_additive_mask(mask_dtype, shape, test_rng());
+                    spec = {};
+                    spec.mask = &additive;
+                    CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
+                }
+                spec = {};
+                spec.causal = 0;
+                CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
+                spec = {};
+                spec.zero_rows = true;
+                CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
+                spec = {};
+                spec.batch_invariant = true;
+                CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: combinations on random layouts and axes", "[cuda][options]") {
+    CudaHandle handle;
+    for (int trial = 0; trial < 100; ++trial) {
+        RandomOptionsCase c;
+        make_random_options_case(trial, 9, test_rng(), &c);  // rows of up to 54
+        for (bool log_mode : {false, true}) CHECK_OPTIONS(handle.get(), c.y, c.x, c.axis, log_mode, c.spec);
+    }
+}
+
+TEST_CASE("cuda options: rows of a block each (2048+ elements), broadcast masks and per-row scale specials",
+          "[cuda][options]") {
+    CudaHandle handle;
+    const std::int64_t n = 5000;
+    HostTensor x = make_tensor(SMX_DTYPE_BF16, {2, 3, n});
+    fill_random(x, test_rng());
+    add_special_rows(x);
+    HostTensor y = make_tensor(SMX_DTYPE_F32, {2, 3, n});
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {2, 3});
+    const double factors[] = {0.0, 1e30, -2.5, kInf, kNaN, 1e-30};
+    for (int r = 0; r < 6; ++r) scale.set(r, factors[r]);
+    const HostTensor keep = random_keep_mask({3, 1, n}, test_rng(), 0.5);
+    const HostTensor additive = random_additive_mask(SMX_DTYPE_F16, {n}, test_rng(), {-1});
+    for (bool log_mode : {false, true}) {
+        OptionsSpec spec;
+        spec.scale_tensor = &scale;
+        CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
+        spec.mask = &keep;
+        CHECK_OPTIONS(handle.get(), y, x, 2, log_mode, spec);
+        spec.mask = &additive;
+        spec.causal = n - 3 - 2000;
+        CHECK_OPTIONS(handle.get(), y, x, 2, log_mode, spec);
+    }
+}
+
+TEST_CASE("cuda options: rows with nothing to normalize, NaN and infinities kept and excluded",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    HostTensor x = make_tensor(SMX_DTYPE_F16, {6, 40});
+    fill_random(x, test_rng());
+    HostTensor keep = make_tensor(SMX_DTYPE_BOOL, {6, 40});
+    for (int r = 0; r < 6; ++r) {
+        for (int j = 0; j < 40; ++j) keep.set(r * 40 + j, r != 0 && j % 3 != 1);
+    }
+    for (int j = 0; j < 40; j += 3) x.set(40 + j, -kInf);  // row 1: every kept element -inf
+    x.set(0 * 40 + 1, kNaN);                                // excluded NaN in the empty row 0
+    x.set(2 * 40 + 1, kNaN);                                // excluded NaN: row 2 finite
+    x.set(3 * 40 + 4, kInf);                                // excluded +inf: row 3 finite
+    x.set(4 * 40 + 3, kNaN);                                // kept NaN: row 4 NaN everywhere
+    x.set(5 * 40 + 6, kInf);                                // kept +inf: row 5 NaN everywhere
+    for (bool zero_rows : {false, true}) {
+        for (bool log_mode : {false, true}) {
+            OptionsSpec spec;
+            spec.mask = &keep;
+            spec.zero_rows = zero_rows;
+            HostTensor y = make_tensor(SMX_DTYPE_F32, {6, 40});
+            CHECK_OPTIONS(handle.get(), y, x, 1, log_mode, spec);
+            spec.scale = 0.0;  // 0 * inf is NaN: row 5 stays NaN, every other finite row uniform
+            CHECK_OPTIONS(handle.get(), y, x, 1, log_mode, spec);
+        }
+    }
+}
+
+TEST_CASE("cuda options: causal offsets and every layout's row-to-query mapping", "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    const std::int64_t batch = 3, queries = 5, keys = 6;
+    const std::vector<std::vector<std::int64_t>> layouts = {
+        {queries * keys, keys, 1}, {1, batch * keys, batch}, {keys, batch * keys, 1}, {1, batch, batch * queries}};
+    const std::int64_t offsets[] = {0, -2, keys - queries, -queries - 1, keys + 1,
+                                    std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
+    for (const auto& strides : layouts) {
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {batch, queries, keys}, strides);
+        fill_random(x, test_rng());
+        HostTensor y = make_tensor(SMX_DTYPE_BF16, {batch, queries, keys}, strides);
+        for (std::int64_t k : offsets) {
+            OptionsSpec spec;
+            spec.causal = k;
+            spec.zero_rows = k < 0;
+            CHECK_OPTIONS(handle.get(), y, x, -1, k % 2 != 0, spec);
+        }
+    }
+}
+
+TEST_CASE("cuda options: in place, and captured in a CUDA graph", "[cuda][options]") {
+    CudaHandle handle;
+    HostTensor x = make_tensor(SMX_DTYPE_F32, {64, 300});
+    fill_random(x, test_rng());
+    const HostTensor keep = random_keep_mask({300}, test_rng(), 0.7);
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {64});
+    fill_random(scale, test_rng(), 1.0);
+    OptionsSpec spec;
+    spec.mask = &keep;
+    spec.scale_tensor = &scale;
+    HostTensor y = x;
+    REQUIRE(run_options_on_device(handle.get(), y, x, 1, false, spec, nullptr, true) == SMX_STATUS_SUCCESS);
+    OptionsReference ref = reference_softmax_options(x, 1, false, spec);
+    CHECK(compare_to_reference(y, ref.y, false, &ref.z_magnitude, options_compute_rtol(SMX_DTYPE_F32, SMX_DTYPE_F32)) == "");
+
+    // Captured: the forward enqueues only (no allocation, no synchronization), so capture succeeds and a replay
+    // computes the result.
+    DeviceStream stream;
+    SoftmaxOptionsObject options(spec);
+    SMX_REQUIRE_OK(options.status);
+    TensorDesc x_desc(x), y_desc(y);
+    smxSoftmaxDescriptor_t desc = nullptr;
+    SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle.get(), &desc, SMX_LOG_SOFTMAX, 1, y_desc.desc,
+                                                         x_desc.desc, options.options));
+    DeviceTensor x_device(x), y_device(y), scale_device(scale), mask_device(keep);
+    x_device.upload(x);
+    scale_device.upload(scale);
+    mask_device.upload(keep);
+    y_device.poison();
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t instance = nullptr;
+    SMX_REQUIRE_CUDA(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal));
+    const smxStatus_t status = smxSoftmaxForwardWithOptions(desc, nullptr, 0, y_device.data(), x_device.data(),
+                                                            scale_device.data(), mask_device.data(), stream.get());
+    SMX_REQUIRE_CUDA(cudaStreamEndCapture(stream.get(), &graph));
+    CHECK(status == SMX_STATUS_SUCCESS);
+    SMX_REQUIRE_CUDA(cudaGraphInstantiate(&instance, graph, 0));
+    SMX_REQUIRE_CUDA(cudaGraphLaunch(instance, stream.get()));
+    SMX_REQUIRE_CUDA(cudaStreamSynchronize(stream.get()));
+    y_device.download(y);
+    ref = reference_softmax_options(x, 1, true, spec);
+    CHECK(compare_to_reference(y, ref.y, true, &ref.z_magnitude, options_compute_rtol(SMX_DTYPE_F32, SMX_DTYPE_F32)) == "");
+    cudaGraphExecDestroy(instance);
+    cudaGraphDestroy(graph);
+    smxDestroySoftmaxDescriptor(desc);
+}
+
+TEST_CASE("cuda options: a host mask or per-row scale is refused, named, before any launch", "[cuda][options]") {
+    CudaHandle handle;
+    HostTensor x = make_tensor(SMX_DTYPE_F32, {4, 16});
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {4});
+    HostTensor mask = make_tensor(SMX_DTYPE_BOOL, {16});
+    OptionsSpec spec;
+    spec.scale_tensor = &scale;
+    spec.mask = &mask;
+    SoftmaxOptionsObject options(spec);
+    SMX_REQUIRE_OK(options.status);
+    TensorDesc x_desc(x);
+    smxSoftmaxDescriptor_t desc = nullptr;
+    SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle.get(), &desc, SMX_SOFTMAX, 1, x_desc.desc, x_desc.desc,
+                                                         options.options));
+    DeviceTensor x_device(x), scale_device(scale), mask_device(mask);
+    CHECK(smxSoftmaxForwardWithOptions(desc, nullptr, 0, x_device.data(), x_device.data(), scale.data(),
+                                       mask_device.data(), nullptr) == SMX_STATUS_BAD_PARAM_DEVICE);
+    CHECK(std::string(smxGetLastErrorMessage()).find("scale") != std::string::npos);
+    CHECK(smxSoftmaxForwardWithOptions(desc, nullptr, 0, x_device.data(), x_device.data(), scale_device.data(),
+                                       mask.data(), nullptr) == SMX_STATUS_BAD_PARAM_DEVICE);
+    CHECK(std::string(smxGetLastErrorMessage()).find("mask") != std::string::npos);
+    smxDestroySoftmaxDescriptor(desc);
+}
+
+TEST_CASE("cuda options: without options, with NULL options and with a scale of 1 the plans are the same",
+          "[cuda][options]") {
+    CudaHandle handle;
+    struct Case {
+        std::int64_t rows, row_len;
+    };
+    const Case cases[] = {{4096, 100}, {7, 4000}, {2, 60000}, {1, 500000}, {300, 1000}};
+    for (const Case& c : cases) {
+        for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32}) {
+            const std::string plain = plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len);
+            TensorDesc desc(dtype, {c.rows, c.row_len}, {});
+            OptionsSpec unit;
+            unit.scale = 1.0;
+            for (const OptionsSpec* spec : {static_cast<const OptionsSpec*>(nullptr), static_cast<const OptionsSpec*>(&unit)}) {
+                SoftmaxOptionsObject options(spec != nullptr ? *spec : OptionsSpec{});
+                smxSoftmaxDescriptor_t softmax = nullptr;
+                SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle.get(), &softmax, SMX_SOFTMAX, 1, desc.desc,
+                                                                     desc.desc, spec != nullptr ? options.options : nullptr));
+                const char* text = nullptr;
+                SMX_REQUIRE_OK(smxGetSoftmaxPlan(softmax, &text));
+                CHECK(std::string(text) == plain);
+                smxDestroySoftmaxDescriptor(softmax);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: batch invariance, a row's bits the same for 1, 7, 64 and 4096 rows at any position and "
+          "in any layout",
+          "[cuda][options]") {
+    CudaHandle handle;
+    auto& rng = test_rng();
+    for (std::int64_t n : {1, 33, 1000, 2048, 5000, 70000}) {
+        for (smxDataType_t x_dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32}) {
+            HostTensor probe = make_tensor(x_dtype, {n});
+            fill_random(probe, rng);
+            const HostTensor keep = random_keep_mask({n}, test_rng(), 0.9);
+            for (int variant = 0; variant < 4; ++variant) {
+                const bool log_mode = variant % 2 == 1;
+                const bool masked = variant >= 2;  // batch invariance alone, then with a mask
+                std::vector<unsigned char> first_bits;
+                for (std::int64_t rows : {1, 7, 64, 4096}) {
+                    if (rows * n > (std::int64_t{1} << 26)) continue;
+                    for (std::int64_t position : {std::int64_t{0}, rows / 2, rows - 1}) {
+                        for (bool transposed : {false, true}) {
+                            if (transposed && rows == 4096) continue;  // column-major rows: the smaller batches
+                            // Column-major rows (the axis strided) for the second layout.
+                            const std::vector<std::int64_t> strides =
+                                transposed ? std::vector<std::int64_t>{1, rows} : std::vector<std::int64_t>{};
+                            HostTensor x = make_tensor(x_dtype, {rows, n}, strides);
+                            fill_random(x, rng);
+                            for (std::int64_t j = 0; j < n; ++j) x.set(position * x.strides[0] + j * x.strides[1], probe.get(j));
+                            HostTensor y = make_tensor(SMX_DTYPE_F32, {rows, n}, strides);
+                            OptionsSpec spec;
+                            spec.batch_invariant = true;
+                            if (masked) spec.mask = &keep;
+                            std::string plan;
+                            REQUIRE(run_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan) == SMX_STATUS_SUCCESS);
+                            std::vector<unsigned char> bits(static_cast<std::size_t>(n) * 4);
+                            for (std::int64_t j = 0; j < n; ++j) {
+                                const float value = static_cast<float>(y.get(position * y.strides[0] + j * y.strides[1]));
+                                std::memcpy(&bits[static_cast<std::size_t>(j) * 4], &value, 4);
+                            }
+                            INFO("n " << n << " " << dtype_name(x_dtype) << (log_mode ? " log" : "") << (masked ? " masked" : "") << " rows " << rows
+                                      << " position " << position << (transposed ? " transposed" : "") << " | plan: " << plan);
+                            if (first_bits.empty()) first_bits = bits;
+                            else CHECK(bits == first_bits);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#endif  // SMX_TEST_WITH_CUDA
