@@ -152,6 +152,8 @@ private:
             case SMX_DTYPE_BF16: return &compute_rows<XD, SMX_DTYPE_BF16>;
             case SMX_DTYPE_F32: return &compute_rows<XD, SMX_DTYPE_F32>;
             case SMX_DTYPE_F64: return &compute_rows<XD, SMX_DTYPE_F64>;
+            case SMX_DTYPE_I32:
+            case SMX_DTYPE_I64: break;  // refused by the softmax info
         }
         return nullptr;
     }
@@ -162,6 +164,8 @@ private:
             case SMX_DTYPE_BF16: return pick_for_output<SMX_DTYPE_BF16>(y_dtype);
             case SMX_DTYPE_F32: return pick_for_output<SMX_DTYPE_F32>(y_dtype);
             case SMX_DTYPE_F64: return pick_for_output<SMX_DTYPE_F64>(y_dtype);
+            case SMX_DTYPE_I32:
+            case SMX_DTYPE_I64: break;  // refused by the softmax info
         }
         return nullptr;
     }
