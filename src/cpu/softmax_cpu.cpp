@@ -2,27 +2,22 @@
 //
 // Each row is read three times (max, sum of exponentials, output) and accumulated in double, so the
 // result is the float64 softmax of the input values, rounded once to the output dtype. Rows are split
-// across threads in contiguous chunks. NaN is the one special value handled explicitly: everything else
-// (+inf, all -inf, -inf among finite values) falls out of IEEE double arithmetic exactly as in PyTorch.
+// across threads in contiguous chunks (cpu/threads.hpp). NaN is the one special value handled explicitly:
+// everything else (+inf, all -inf, -inf among finite values) falls out of IEEE double arithmetic exactly as
+// in PyTorch.
 #include "cpu/softmax_cpu.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <new>
 #include <string>
-#include <system_error>
-#include <thread>
-#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "cpu/threads.hpp"
 
 namespace smx {
 namespace {
-
-// Every thread gets at least this many elements, so small problems stay on the calling thread.
-constexpr std::int64_t kMinElementsPerThread = 1 << 16;
 
 // Element reader/writer for one dtype, resolved at compile time so the row loops stay tight.
 template <smxDataType_t D>
@@ -31,21 +26,10 @@ struct Element {
     static void store(void* base, std::int64_t index, double value) { store_from_double(base, D, index, value); }
 };
 
-// Joins every joinable thread of `threads` when it goes out of scope, on every path out of the scope.
-struct JoinAll {
-    std::vector<std::thread>& threads;
-    ~JoinAll() {
-        for (std::thread& thread : threads) {
-            if (thread.joinable()) thread.join();
-        }
-    }
-};
-
 class CpuSoftmaxPlan final : public SoftmaxPlan {
 public:
     CpuSoftmaxPlan(const SoftmaxInfo& info, int max_threads) : info_(info) {
-        const std::int64_t by_size = std::max<std::int64_t>(1, info.numel / kMinElementsPerThread);
-        threads_ = static_cast<int>(std::min<std::int64_t>({max_threads, by_size, std::max<std::int64_t>(1, info.rows)}));
+        threads_ = cpu_thread_count(info.numel, info.rows, max_threads);
         description_ = "cpu reference layout=" + std::string(layout_name(info.layout)) +
                        " threads=" + std::to_string(threads_);
     }
@@ -56,61 +40,11 @@ public:
     smxStatus_t run(void*, void* y, const void* x, void*) const override {
         using RowsFn = void (*)(const SoftmaxInfo&, std::int64_t, std::int64_t, void*, const void*);
         const RowsFn rows_fn = pick_rows_function(info_.x_dtype, info_.y_dtype);
-        if (threads_ <= 1) {
-            rows_fn(info_, 0, info_.rows, y, x);
-            return SMX_STATUS_SUCCESS;
-        }
-        std::vector<std::thread> workers;
-        const JoinAll join_on_exit{workers};  // a joinable std::thread destroyed unjoined calls std::terminate
-        const std::int64_t chunk = (info_.rows + threads_ - 1) / threads_;
-        std::int64_t handed_out = std::min(info_.rows, chunk);  // rows [0, handed_out) have an owner
-        try {
-            workers.reserve(threads_ - 1);  // up front: a failure in the loop is then a thread start's own
-            for (int t = 1; t < threads_ && handed_out < info_.rows; ++t) {
-                const std::int64_t end = std::min(info_.rows, handed_out + chunk);
-                workers.emplace_back(rows_fn, std::cref(info_), handed_out, end, y, x);
-                handed_out = end;
-            }
-        } catch (const std::bad_alloc&) {
-            // No memory for a thread's state: as below, this thread computes the rows nobody took.
-        } catch (const std::system_error&) {
-            // The system refused a thread: this thread computes the rows nobody took.
-        }
-        rows_fn(info_, 0, std::min(info_.rows, chunk), y, x);
-        if (handed_out < info_.rows) rows_fn(info_, handed_out, info_.rows, y, x);
+        run_rows(info_.rows, threads_, [&](std::int64_t begin, std::int64_t end) { rows_fn(info_, begin, end, y, x); });
         return SMX_STATUS_SUCCESS;
     }
 
 private:
-    // Element offsets of row `row`'s first element in x and y.
-    static void row_start(const SoftmaxInfo& info, std::int64_t row, std::int64_t* x_offset, std::int64_t* y_offset) {
-        switch (info.layout) {
-            case RowLayout::Rows:
-                *x_offset = row * info.x.row_stride;
-                *y_offset = row * info.y.row_stride;
-                return;
-            case RowLayout::Spatial: {
-                const std::int64_t outer = row / info.inner;
-                const std::int64_t inner = row % info.inner;
-                *x_offset = outer * info.x.outer_stride + inner;
-                *y_offset = outer * info.y.outer_stride + inner;
-                return;
-            }
-            case RowLayout::General: {
-                std::int64_t rest = row;
-                *x_offset = 0;
-                *y_offset = 0;
-                for (int d = info.index_ndim - 1; d >= 0; --d) {
-                    const std::int64_t i = rest % info.index_shape[d];
-                    rest /= info.index_shape[d];
-                    *x_offset += i * info.x.index_strides[d];
-                    *y_offset += i * info.y.index_strides[d];
-                }
-                return;
-            }
-        }
-    }
-
     template <smxDataType_t XD, smxDataType_t YD>
     static void compute_rows(const SoftmaxInfo& info, std::int64_t begin, std::int64_t end, void* y, const void* x) {
         const std::int64_t n = info.row_len;
@@ -118,8 +52,8 @@ private:
         const std::int64_t ys = info.y.axis_stride;
         const bool log_mode = info.is_log();
         for (std::int64_t row = begin; row < end; ++row) {
-            std::int64_t x0 = 0, y0 = 0;
-            row_start(info, row, &x0, &y0);
+            const std::int64_t x0 = row_offset(info, info.x, row);
+            const std::int64_t y0 = row_offset(info, info.y, row);
             double max = -std::numeric_limits<double>::infinity();
             bool has_nan = false;
             for (std::int64_t j = 0; j < n; ++j) {

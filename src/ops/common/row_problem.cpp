@@ -23,8 +23,6 @@ const char* layout_name(RowLayout layout) {
 
 namespace {
 
-constexpr int kMaxOperands = 8;
-
 // One non-axis dimension of the row index space, with its stride in each operand.
 struct IndexDim {
     std::int64_t size;
@@ -294,6 +292,16 @@ smxStatus_t check_operand_pointers(const OperandPointer* operands, int count) {
                         rule);
         }
     }
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t TouchedOperands::add(std::int64_t elements, const OperandPointer& operand) {
+    if (elements == 0) return SMX_STATUS_SUCCESS;
+    if (operand.pointer == nullptr) {
+        return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "{} is NULL but the tensor has {} elements", operand.name, elements);
+    }
+    if (count_ == kMaxOperands) return fail(SMX_STATUS_INTERNAL_ERROR, "more than {} operands", kMaxOperands);
+    operands_[count_++] = operand;
     return SMX_STATUS_SUCCESS;
 }
 

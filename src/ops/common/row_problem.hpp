@@ -26,6 +26,9 @@ namespace smx {
 
 enum class RowLayout { Rows, Spatial, General };
 
+// The most operands one problem may have.
+inline constexpr int kMaxOperands = 8;
+
 const char* layout_name(RowLayout layout);
 
 // How an operand's shape relates to the problem's shape, the first operand's ("x").
@@ -67,6 +70,21 @@ struct RowGeometry {
     std::int64_t index_shape[SMX_MAX_DIMS] = {};
 };
 
+// Element offset, from an operand's data pointer, of row `row`'s first element in that operand (`layout`).
+inline std::int64_t row_offset(const RowGeometry& geometry, const OperandLayout& layout, std::int64_t row) {
+    switch (geometry.layout) {
+        case RowLayout::Rows: return row * layout.row_stride;
+        case RowLayout::Spatial: return row / geometry.inner * layout.outer_stride + row % geometry.inner;
+        case RowLayout::General: break;
+    }
+    std::int64_t offset = 0;
+    for (int d = geometry.index_ndim - 1; d >= 0; --d) {
+        offset += row % geometry.index_shape[d] * layout.index_strides[d];
+        row /= geometry.index_shape[d];
+    }
+    return offset;
+}
+
 // One tensor of a problem as the caller passed it: its name in messages ("x", "dy"), whether the operator
 // writes it (written operands must not overlap themselves), and how its shape relates to x's.
 struct OperandSpec {
@@ -106,5 +124,22 @@ struct OperandPointer {
 // no other operand's, except the one it may be in place with, when the pointers are equal and the layouts
 // the same. `numel` > 0 (pointers of empty problems are never checked).
 smxStatus_t check_operand_pointers(const OperandPointer* operands, int count);
+
+// The operands a call touches (those with elements), collected for check_operand_pointers and the device's
+// pointer check. An operand without elements is left out: its pointer may be anything, NULL included.
+class TouchedOperands {
+public:
+    // Adds `operand` if `elements` > 0, refusing a NULL pointer by name (SMX_STATUS_BAD_PARAM_NULL_POINTER).
+    // A written operand's in_place_with counts among the operands added before it.
+    smxStatus_t add(std::int64_t elements, const OperandPointer& operand);
+    // check_operand_pointers over the operands added.
+    smxStatus_t check() const { return check_operand_pointers(operands_, count_); }
+    const OperandPointer* data() const { return operands_; }
+    int size() const { return count_; }
+
+private:
+    OperandPointer operands_[kMaxOperands] = {};
+    int count_ = 0;
+};
 
 }  // namespace smx

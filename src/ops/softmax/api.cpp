@@ -64,19 +64,7 @@ smxStatus_t forward(smxSoftmaxDescriptor_t desc, void* workspace, std::size_t wo
     if (desc->info.numel == 0) return SMX_STATUS_SUCCESS;  // zero-size tensors: nothing to do, nothing launched
     if (x == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "x is NULL but the tensor has {} elements", desc->info.numel);
     if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "y is NULL but the tensor has {} elements", desc->info.numel);
-    const std::size_t needed = desc->plan->workspace_bytes();
-    if (workspace_bytes < needed) {
-        return fail(SMX_STATUS_BAD_PARAM_WORKSPACE, "workspace of {} bytes is smaller than the {} bytes this plan needs",
-                    workspace_bytes, needed);
-    }
-    if (needed > 0 && workspace == nullptr) {
-        return fail(SMX_STATUS_BAD_PARAM_WORKSPACE, "workspace is NULL but this plan needs {} bytes", needed);
-    }
-    // Checked whether or not this plan uses it, so that a call valid on one device or plan is on every other.
-    if (reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlignment != 0) {
-        return fail(SMX_STATUS_BAD_PARAM_ALIGNMENT, "workspace pointer {} is not {}-byte aligned", workspace,
-                    kWorkspaceAlignment);
-    }
+    SMX_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, desc->plan->workspace_bytes()));
     SMX_RETURN_IF_ERROR(check_forward_pointers(desc->info, y, x));
 #if SMX_WITH_CUDA
     if (desc->device_type == SMX_DEVICE_CUDA && desc->check_device_pointers) {

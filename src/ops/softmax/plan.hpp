@@ -8,13 +8,10 @@
 #include <memory>
 #include <string>
 
+#include "ops/common/workspace.hpp"  // kWorkspaceAlignment
 #include "smx/smx.h"
 
 namespace smx {
-
-// The alignment smxSoftmaxForward requires of a workspace pointer (CUDA plans keep 16-byte (max, sum)
-// pairs of doubles there).
-constexpr std::size_t kWorkspaceAlignment = 16;
 
 class SoftmaxPlan {
 public:
