@@ -42,8 +42,13 @@ smxStatus_t make_logsumexp_info(int axis, const smxTensorDescriptor* out, const 
 // One line for logs: "logsumexp f32->f32 shape [8,1024] axis 1: rows rows=8 row_len=1024 ...".
 std::string describe(const LogsumexpInfo& info);
 
-// Call-time check of the actual pointers: aligned, and out meets no byte of x.
-smxStatus_t check_logsumexp_pointers(const LogsumexpInfo& info, const void* out, const void* x);
+// The call-time pointer checks below collect the operands the call touches (those with elements) in
+// `operands`, for the device's own check (cuda_check_operand_pointers) to follow.
+
+// Call-time check of the actual pointers of the tensors the call touches: not NULL, aligned, and out meets no
+// byte of x.
+smxStatus_t check_logsumexp_pointers(const LogsumexpInfo& info, const void* out, const void* x,
+                                     TouchedOperands& operands);
 
 // ---- log_softmax_gather ---------------------------------------------------------------------------------
 
@@ -66,9 +71,10 @@ smxStatus_t make_log_softmax_gather_info(int axis, const smxTensorDescriptor* ou
 
 std::string describe(const LogSoftmaxGatherInfo& info);
 
-// Call-time check of the actual pointers: aligned, and out meets no byte of x or index.
+// Call-time check of the pointers of the tensors the call touches: not NULL, aligned, and out meets no byte of
+// x or index.
 smxStatus_t check_log_softmax_gather_pointers(const LogSoftmaxGatherInfo& info, const void* out, const void* x,
-                                              const void* index);
+                                              const void* index, TouchedOperands& operands);
 
 // ---- cross_entropy --------------------------------------------------------------------------------------
 
@@ -106,9 +112,11 @@ smxStatus_t make_cross_entropy_info(int axis, const smxCrossEntropyOptions_t* op
 
 std::string describe(const CrossEntropyInfo& info);
 
-// Call-time check of the actual pointers (lse and dlogits only where the info has them): aligned; loss, lse and
-// dlogits meet no other operand's bytes, except dlogits == logits in place with the same layout.
+// Call-time check of the pointers of the tensors the call touches (lse and dlogits only where the info has
+// them; a reduced loss always): not NULL, aligned; loss, lse and dlogits meet no other operand's bytes, except
+// dlogits == logits in place with the same layout.
 smxStatus_t check_cross_entropy_pointers(const CrossEntropyInfo& info, const void* loss, const void* lse,
-                                         const void* dlogits, const void* logits, const void* target);
+                                         const void* dlogits, const void* logits, const void* target,
+                                         TouchedOperands& operands);
 
 }  // namespace smx

@@ -4,7 +4,7 @@
 //
 // What every run() may assume: the pointers were checked (non-null where the call touches them, aligned to
 // their element size, no illegal overlap, device memory where checks are on); the workspace holds at least
-// workspace_bytes(), aligned to kWorkspaceAlignment (ops/softmax/plan.hpp), with no initial value; `stream` is
+// workspace_bytes(), aligned to kWorkspaceAlignment (ops/common/workspace.hpp), with no initial value; `stream` is
 // a cudaStream_t or ignored (CPU). On failure run() returns the status and sets the last error.
 //
 // What every run() must do beyond the formulas (docs/api.md, "Log-probabilities"):
@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <string>
 
-#include "ops/softmax/plan.hpp"  // kWorkspaceAlignment
+#include "ops/common/workspace.hpp"  // kWorkspaceAlignment
 #include "smx/smx.h"
 
 namespace smx {
