@@ -1,4 +1,5 @@
-"""smx: softmax and log-softmax on CPU and CUDA through libsmx's C API (ctypes, and torch.ops.smx for torch).
+"""smx: softmax, log-softmax, logsumexp, log-softmax gather and cross-entropy on CPU and CUDA through libsmx's
+C API (ctypes, and torch.ops.smx for torch).
 
     import numpy as np, smx
     y = smx.softmax(np.random.rand(4, 10).astype(np.float32), dim=-1)
@@ -14,14 +15,14 @@ import threading
 
 import numpy as np
 
-from . import _arrays, _cache, _dtypes, _streams
+from . import _arrays, _cache, _dtypes, _logprobs, _streams
 from ._errors import SmxError, SmxNotImplementedError, SmxRuntimeError, SmxTypeError, SmxValueError, check
 from ._lib import LOG_CALLBACK, lib
 from ._lib import path as _library_file
 
 __version__ = "0.1.0"
 
-__all__ = ["softmax", "log_softmax", "plan", "version", "library_path", "set_log_level", "set_log_callback",
+__all__ = ["softmax", "log_softmax", "logsumexp", "log_softmax_gather", "cross_entropy", "plan", "version", "library_path", "set_log_level", "set_log_callback",
            "SmxError", "SmxValueError", "SmxTypeError", "SmxNotImplementedError", "SmxRuntimeError"]
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
@@ -56,14 +57,8 @@ def _axis(dim, ndim):
 
 
 def _problem(view, strides):
-    """shape and strides for the C descriptor: a 0-d tensor becomes a 1-element 1-d tensor, and a tensor
-    with no elements gets row-major strides (NumPy gives such arrays zero strides; libsmx accepts any
-    strides there, and row-major ones keep the descriptor cache to one entry per empty shape)."""
-    if not view.shape:
-        return (1,), (1,)
-    if 0 in view.shape:
-        return view.shape, _arrays.dense_strides_like(view.shape, None)
-    return view.shape, strides
+    """shape and strides for the C descriptor (_arrays.c_layout)."""
+    return _arrays.c_layout(view.shape, strides)
 
 
 def _output_dtype(view, dtype, out_view):
@@ -161,6 +156,64 @@ def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None):
     if route is not None:
         return route.log_softmax(x, dim, dtype, out, stream)
     return _forward(x, dim, dtype, out, stream, _LOG_SOFTMAX)
+
+
+def logsumexp(x, dim=-1, *, keepdim=False, out=None, stream=None):
+    """log(sum(exp(x))) along `dim`, as torch.logsumexp, reading x once: float32 (float64 for float64 x).
+
+    x: as for softmax(). A row holding NaN gives NaN, else a +inf gives +inf; all -inf (or an empty axis)
+    gives -inf. keepdim keeps `dim` with size 1. out: write here (x's library and device, the result's shape,
+    float32 or float64 as above). stream: as for softmax()."""
+    route = _torch_route(x)
+    if route is not None:
+        return route.logsumexp(x, dim, keepdim, out, stream)
+    return _logprobs.logsumexp(x, dim, keepdim, out, stream)
+
+
+def log_softmax_gather(x, index, dim=-1, *, check=False, stream=None):
+    """log_softmax(x, dim).gather(dim, index) without the full log-softmax: float32 (float64 for float64 x),
+    index's shape.
+
+    index: int32 or int64, x's shape but along `dim` (any size K, repeats allowed). Indices outside
+    [0, x.shape[dim]) (negative ones too, as torch.gather refuses them): on the host an IndexError before the
+    call; on a GPU the result holds +inf there (no log-probability is +inf), or, with check=True, an
+    IndexError after the call (which waits for the GPU). stream: as for softmax()."""
+    route = _torch_route(x)
+    if route is not None:
+        return route.log_softmax_gather(x, index, dim, check, stream)
+    return _logprobs.log_softmax_gather(x, index, dim, check, stream)
+
+
+def cross_entropy(logits, target, *, dim=-1, ignore_index=-100, label_smoothing=0.0, reduction="mean",
+                  inplace_backward=False, return_lse=False, weight=None, stream=None):
+    """F.cross_entropy(logits, target) with class indices along `dim` (default the last; torch's own takes
+    dim 1 for (N, C, ...) inputs: pass dim=1 there), reading the logits once.
+
+    logits: any float dtype; target: int32 or int64 class indices of logits' shape without `dim`. Returns the
+    loss, float32 (float64 for float64 logits): per row for reduction='none', else 0-d ('mean' divides by the
+    rows whose target is not ignore_index: NaN when there are none); with return_lse, (loss, lse), lse the
+    per-row logsumexp (no gradient flows through it). Torch tensors that require grad: autograd works, with
+    dlogits computed in the same pass as the loss; inplace_backward=True writes them over the logits (which
+    must not be needed afterwards). Targets out of range (and not ignore_index): IndexError on the host, NaN
+    loss and gradient rows on a GPU. Class weights and probability targets are not supported yet
+    (NotImplementedError)."""
+    if weight is not None:
+        raise NotImplementedError("smx.cross_entropy does not support class weights yet (weight=None only)")
+    route = _torch_route(logits)
+    if route is not None:
+        return route.cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, inplace_backward,
+                                   return_lse, stream)
+    _refuse_probability_target(target)
+    loss, lse = _logprobs.cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, return_lse,
+                                        None, stream)
+    return (loss, lse) if return_lse else loss
+
+
+def _refuse_probability_target(target):
+    dtype = getattr(target, "dtype", None)
+    if dtype is not None and getattr(dtype, "kind", None) == "f":
+        raise NotImplementedError("smx.cross_entropy takes class indices (int32/int64 target); probability "
+                                  "targets are not supported yet")
 
 
 def plan(x, dim=-1, *, dtype=None, log=False):

@@ -1,5 +1,5 @@
-"""Handles (one per device) and softmax descriptors (an LRU keyed by the whole problem), shared by all
-threads under one lock.
+"""Handles (one per device) and descriptors of every operator (one LRU keyed by the whole problem), shared by
+all threads under one lock.
 
 A cached descriptor is a refcounted Python object: a thread that got it keeps it alive through its
 forward call even if another thread evicts it meanwhile; the C descriptor is destroyed when the last
@@ -15,7 +15,7 @@ import threading
 from ._errors import check
 from ._lib import lib
 
-__all__ = ["descriptor", "cache_info", "cache_clear", "CacheInfo", "MAX_DESCRIPTORS"]
+__all__ = ["descriptor", "cached", "tensor_descriptor", "cache_info", "cache_clear", "CacheInfo", "MAX_DESCRIPTORS"]
 
 MAX_DESCRIPTORS = 256
 
@@ -37,7 +37,7 @@ class _Handle:
             _destroy(self.pointer)
 
 
-def _tensor_descriptor(dtype, shape, strides):
+def tensor_descriptor(dtype, shape, strides):
     ndim = len(shape)
     pointer = ctypes.c_void_p()
     check(lib.smxCreateTensorDescriptor(ctypes.byref(pointer), dtype, ndim, (ctypes.c_int64 * ndim)(*shape),
@@ -52,9 +52,9 @@ class Descriptor:
     def __init__(self, handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype):
         self.pointer = None
         self.handle = handle
-        x_desc = _tensor_descriptor(x_dtype, shape, x_strides)
+        x_desc = tensor_descriptor(x_dtype, shape, x_strides)
         try:
-            y_desc = _tensor_descriptor(y_dtype, shape, y_strides)
+            y_desc = tensor_descriptor(y_dtype, shape, y_strides)
             try:
                 pointer = ctypes.c_void_p()
                 check(lib.smxCreateSoftmaxDescriptor(handle.pointer, ctypes.byref(pointer), mode, axis, y_desc,
@@ -85,9 +85,17 @@ _stats = {"hits": 0, "misses": 0, "evictions": 0}
 
 
 def descriptor(device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype):
-    """The cached descriptor for this exact problem, created on a miss (evicting the least recently used
-    one past MAX_DESCRIPTORS). `axis` must be normalized to [0, ndim)."""
+    """The cached softmax descriptor for this exact problem, created on a miss. `axis` must be normalized to
+    [0, ndim)."""
     key = (device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
+    return cached(key, device_type, device_id,
+                  lambda handle: Descriptor(handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype))
+
+
+def cached(key, device_type, device_id, make):
+    """The cached descriptor of any operator for `key` (a tuple naming the whole problem, device included,
+    and different for each operator), made by make(handle) on a miss, evicting the least recently used one
+    past MAX_DESCRIPTORS."""
     with _lock:
         found = _descriptors.get(key)
         if found is not None:
@@ -98,7 +106,7 @@ def descriptor(device_type, device_id, mode, axis, shape, x_strides, y_strides, 
         handle = _handles.get((device_type, device_id))
         if handle is None:
             handle = _handles[(device_type, device_id)] = _Handle(device_type, device_id)
-        created = Descriptor(handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype)
+        created = make(handle)
         _descriptors[key] = created
         if len(_descriptors) > MAX_DESCRIPTORS:
             _descriptors.popitem(last=False)
