@@ -22,6 +22,7 @@ _DLPACK_INT, _DLPACK_FLOAT, _DLPACK_BFLOAT = 0, 2, 4
 
 _SUPPORTED = "smx supports float16, bfloat16, float32 and float64"
 _SUPPORTED_INDICES = "smx takes int32 and int64 indices"
+_READABLE = f"{_SUPPORTED} (and int32 and int64 for indices)"  # what the readers below accept
 
 
 def check_kind(code, index):
@@ -55,7 +56,7 @@ def from_numpy(dtype):
     name = dtype.name
     code = _CODE_BY_NAME.get(name)
     if code is None or (code == BF16 and dtype.itemsize != 2):
-        raise TypeError(f"{_SUPPORTED}; got dtype {name}")
+        raise TypeError(f"{_READABLE}; got dtype {name}")
     if not dtype.isnative:
         raise TypeError(f"{name} data in non-native byte order ({dtype.str}) is not supported; "
                         "convert it with .astype(its_dtype.newbyteorder('='))")
@@ -91,7 +92,7 @@ def from_torch(dtype):
     """The code of a torch.dtype, or TypeError naming an unsupported one."""
     code = (_torch_code_of or _torch_tables()[0]).get(dtype)
     if code is None:
-        raise TypeError(f"{_SUPPORTED}; got dtype {str(dtype).replace('torch.', '')}")
+        raise TypeError(f"{_READABLE}; got dtype {str(dtype).replace('torch.', '')}")
     return code
 
 
@@ -111,7 +112,7 @@ def from_dlpack(type_code, bits, lanes):
             return BF16
     kind = _DLPACK_KIND_NAMES.get(type_code, f"dlpack_code{type_code}_")
     name = "bool" if kind == "bool" else f"{kind}{bits}" + (f"x{lanes}" if lanes != 1 else "")
-    raise TypeError(f"{_SUPPORTED}; got dtype {name}")
+    raise TypeError(f"{_READABLE}; got dtype {name}")
 
 
 def from_typestr(typestr):
@@ -122,7 +123,7 @@ def from_typestr(typestr):
         return None
     floating, integer = dtype.kind == "f" and dtype.itemsize in (2, 4, 8), dtype.kind == "i" and dtype.itemsize in (4, 8)
     if not (floating or integer):
-        raise TypeError(f"{_SUPPORTED}; got dtype {dtype.name}")
+        raise TypeError(f"{_READABLE}; got dtype {dtype.name}")
     return from_numpy(dtype)
 
 
