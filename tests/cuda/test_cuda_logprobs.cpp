@@ -674,4 +674,157 @@ TEST_CASE("CUDA log-probability plans: the family for each shape class, and the 
     CHECK(cluster.workspace == 0);
 }
 
+TEST_CASE("CUDA log-probability kernels on small cases of every path (the sanitizers' set)",
+          "[cuda][logprobs][sanitize]") {
+    // stats: 8 lanes, a warp, a cluster, a split; general; each for logsumexp and gather.
+    struct StatsCase {
+        std::vector<std::int64_t> shape, strides;
+        const char* override;
+        const char* family;
+    };
+    const StatsCase stats_cases[] = {
+        {{20, 100}, {}, nullptr, "stats"},
+        {{10, 1500}, {}, nullptr, "stats"},
+        {{6, 8500}, {}, "cluster", "stats-cluster"},
+        {{6, 8500}, {}, "split", "stats-split"},
+        {{4, 33, 5}, {}, nullptr, "general"},
+    };
+    for (const StatsCase& c : stats_cases) {
+        const std::unique_ptr<ScopedLongRowsOverride> override =
+            c.override ? std::make_unique<ScopedLongRowsOverride>(c.override) : nullptr;
+        HostTensor x = make_tensor(SMX_DTYPE_BF16, c.shape, c.strides);
+        fill_random(x, test_rng());
+        set_special_rows(x, 1);
+        HostTensor out = make_per_row_tensor(SMX_DTYPE_F32, c.shape, 1);
+        const CudaCall lse = cuda_logsumexp(out, x, 1);
+        INFO(lse.error << " | plan: " << lse.plan);
+        REQUIRE(lse.status == SMX_STATUS_SUCCESS);
+        CHECK(family_of(lse.plan) == c.family);
+        CHECK(compare_to_scaled_reference(out, reference_logsumexp(x, 1)) == "");
+        std::vector<std::int64_t> gathered = c.shape;
+        gathered[1] = 3;
+        HostTensor index = make_tensor(SMX_DTYPE_I32, gathered);
+        fill_indices(index, test_rng(), -1, c.shape[1]);
+        HostTensor picked = make_tensor(SMX_DTYPE_F32, gathered);
+        const CudaCall gather = cuda_log_softmax_gather(picked, x, index, 1);
+        INFO(gather.error << " | plan: " << gather.plan);
+        REQUIRE(gather.status == SMX_STATUS_SUCCESS);
+        CHECK(compare_to_scaled_reference(picked, reference_log_softmax_gather(x, index, 1)) == "");
+    }
+    // cross-entropy: ce-regs (one CTA, a cluster), two passes, general; MEAN with dlogits (count, finish), in
+    // place on the first.
+    struct CeCase {
+        std::vector<std::int64_t> shape, strides;
+        const char* override;
+        const char* family;
+        smxDataType_t dlogits_dtype;
+    };
+    const CeCase ce_cases[] = {
+        {{20, 700}, {}, nullptr, "ce-regs", SMX_DTYPE_F32},
+        {{3, 40000}, {}, nullptr, "ce-regs", SMX_DTYPE_F32},
+        {{6, 8500}, {}, "split", "ce-two-pass", SMX_DTYPE_F32},
+        {{15, 10}, {1, -16}, nullptr, "general", SMX_DTYPE_F16},
+    };
+    bool in_place = true;
+    for (const CeCase& c : ce_cases) {
+        const std::unique_ptr<ScopedLongRowsOverride> override =
+            c.override ? std::make_unique<ScopedLongRowsOverride>(c.override) : nullptr;
+        HostTensor logits = make_tensor(SMX_DTYPE_F32, c.shape, c.strides);
+        fill_random(logits, test_rng());
+        set_special_rows(logits, 1);
+        HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, c.shape, 1);
+        fill_targets(target, c.shape[1], -100, true);
+        const smxCrossEntropyOptions_t options = cross_entropy_options(SMX_REDUCTION_MEAN, -100, 0.1);
+        const CrossEntropyReference ref = reference_cross_entropy(logits, target, 1, options);
+        HostTensor loss = make_tensor(SMX_DTYPE_F32, {1});
+        HostTensor lse = make_per_row_tensor(SMX_DTYPE_F32, c.shape, 1);
+        HostTensor dlogits = make_tensor(c.dlogits_dtype, c.shape);
+        HostTensor* gradient = in_place ? &logits : &dlogits;
+        const CudaCall call = cuda_cross_entropy(loss, &lse, gradient, logits, target, 1, options);
+        INFO(call.error << " | plan: " << call.plan);
+        REQUIRE(call.status == SMX_STATUS_SUCCESS);
+        CHECK(family_of(call.plan) == c.family);
+        CHECK(compare_to_scaled_reference(loss, ref.loss) == "");
+        CHECK(compare_to_scaled_reference(lse, ref.lse) == "");
+        CHECK(compare_to_scaled_reference(*gradient, ref.dlogits) == "");
+        in_place = false;
+    }
+}
+
+TEST_CASE("CUDA log-probability plans captured in a CUDA graph replay on new data", "[cuda][logprobs][sanitize]") {
+    // cross-entropy MEAN with dlogits (count, ce-regs, finish: three launches) and a split logsumexp (stats,
+    // combine): each call captured once, replayed on fresh logits.
+    CudaHandle handle;
+    DeviceStream stream;
+    const std::int64_t rows = 12, n = 3000;
+    HostTensor logits = make_tensor(SMX_DTYPE_BF16, {rows, n});
+    HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {rows, n}, 1);
+    fill_targets(target, n, -100);
+    HostTensor loss = make_tensor(SMX_DTYPE_F32, {1});
+    HostTensor dlogits = make_tensor(SMX_DTYPE_BF16, {rows, n});
+    const smxCrossEntropyOptions_t options = cross_entropy_options(SMX_REDUCTION_MEAN, -100, 0.1);
+    TensorDesc logits_desc(logits), target_desc(target), loss_desc(loss), dlogits_desc(dlogits);
+    Owned<smxCrossEntropyDescriptor_t, smxDestroyCrossEntropyDescriptor> ce;
+    SMX_REQUIRE_OK(smxCreateCrossEntropyDescriptor(handle.get(), &ce.desc, 1, &options, loss_desc.desc, nullptr,
+                                                   dlogits_desc.desc, logits_desc.desc, target_desc.desc));
+    std::size_t ce_workspace_bytes = 0;
+    SMX_REQUIRE_OK(smxGetCrossEntropyWorkspaceSize(ce.desc, &ce_workspace_bytes));
+
+    const ScopedLongRowsOverride split("split");
+    const std::int64_t long_n = 20000;
+    HostTensor x = make_tensor(SMX_DTYPE_F32, {2, long_n});
+    HostTensor out = make_per_row_tensor(SMX_DTYPE_F32, {2, long_n}, 1);
+    TensorDesc x_desc(x), out_desc(out);
+    Owned<smxLogsumexpDescriptor_t, smxDestroyLogsumexpDescriptor> lse;
+    SMX_REQUIRE_OK(smxCreateLogsumexpDescriptor(handle.get(), &lse.desc, 1, out_desc.desc, x_desc.desc));
+    std::size_t lse_workspace_bytes = 0;
+    SMX_REQUIRE_OK(smxGetLogsumexpWorkspaceSize(lse.desc, &lse_workspace_bytes));
+    CHECK(lse_workspace_bytes > 0);
+
+    DeviceTensor logits_device(logits), target_device(target), loss_device(loss), dlogits_device(dlogits);
+    DeviceTensor x_device(x), out_device(out);
+    DeviceBuffer ce_workspace = poisoned_workspace(ce_workspace_bytes);
+    DeviceBuffer lse_workspace = poisoned_workspace(lse_workspace_bytes);
+    target_device.upload(target);
+    cudaGraph_t graph = nullptr;
+    SMX_REQUIRE_CUDA(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal));
+    const smxStatus_t ce_status =
+        smxCrossEntropy(ce.desc, ce_workspace.get(), ce_workspace_bytes, loss_device.data(), nullptr,
+                        dlogits_device.data(), logits_device.data(), target_device.data(), stream.get());
+    const smxStatus_t lse_status = smxLogsumexp(lse.desc, lse_workspace.get(), lse_workspace_bytes,
+                                                out_device.data(), x_device.data(), stream.get());
+    const std::string error = ce_status == SMX_STATUS_SUCCESS && lse_status == SMX_STATUS_SUCCESS ? "" : smxGetLastErrorMessage();
+    const cudaError_t end = cudaStreamEndCapture(stream.get(), &graph);
+    INFO(error);
+    REQUIRE(ce_status == SMX_STATUS_SUCCESS);
+    REQUIRE(lse_status == SMX_STATUS_SUCCESS);
+    SMX_REQUIRE_CUDA(end);
+    cudaGraphExec_t instance = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&instance, graph, 0);
+    cudaGraphDestroy(graph);
+    SMX_REQUIRE_CUDA(instantiated);
+    for (int replay = 0; replay < 2; ++replay) {
+        fill_random(logits, test_rng());
+        fill_random(x, test_rng());
+        logits_device.upload(logits);
+        x_device.upload(x);
+        loss_device.poison();
+        dlogits_device.poison();
+        out_device.poison();
+        const cudaError_t launched = cudaGraphLaunch(instance, stream.get());
+        const cudaError_t synced = launched == cudaSuccess ? cudaStreamSynchronize(stream.get()) : launched;
+        if (synced != cudaSuccess) cudaGraphExecDestroy(instance);
+        SMX_REQUIRE_CUDA(synced);
+        loss_device.download(loss);
+        dlogits_device.download(dlogits);
+        out_device.download(out);
+        INFO("replay " << replay);
+        const CrossEntropyReference ref = reference_cross_entropy(logits, target, 1, options);
+        CHECK(compare_to_scaled_reference(loss, ref.loss) == "");
+        CHECK(compare_to_scaled_reference(dlogits, ref.dlogits) == "");
+        CHECK(compare_to_scaled_reference(out, reference_logsumexp(x, 1)) == "");
+    }
+    cudaGraphExecDestroy(instance);
+}
+
 #endif  // SMX_TEST_WITH_CUDA
