@@ -22,8 +22,9 @@ from ._lib import path as _library_file
 
 __version__ = "0.1.0"
 
-__all__ = ["softmax", "log_softmax", "logsumexp", "log_softmax_gather", "cross_entropy", "plan", "version", "library_path", "set_log_level", "set_log_callback",
-           "SmxError", "SmxValueError", "SmxTypeError", "SmxNotImplementedError", "SmxRuntimeError"]
+__all__ = ["softmax", "log_softmax", "logsumexp", "log_softmax_gather", "cross_entropy", "plan", "version",
+           "library_path", "set_log_level", "set_log_callback", "SmxError", "SmxValueError", "SmxTypeError",
+           "SmxNotImplementedError", "SmxRuntimeError"]
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 _LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 6}

@@ -82,15 +82,17 @@ def index_bounds_error(low, high, size, axis, what):
     return IndexError(f"{what} {bad} is out of bounds for dimension {axis} with size {size}")
 
 
-def _host_bounds(obj, skip=None):
-    """(min, max) of a host integer array (NumPy, or a CPU array offering DLPack), ignoring `skip`; None
-    when it has no elements left."""
+def _check_host_bounds(obj, view, size, axis, what, skip=None):
+    """IndexError for values of a host integer array (NumPy, or a CPU array offering DLPack) outside
+    [0, size) but `skip`; device arrays are not read (the call marks those values instead)."""
+    if view.device_type != _arrays.CPU:
+        return
     values = np.asarray(obj) if isinstance(obj, (np.ndarray, np.generic)) else np.from_dlpack(obj)
     if skip is not None:
         values = values[values != skip]
-    if values.size == 0:
-        return None
-    return int(values.min()), int(values.max())
+    error = values.size and index_bounds_error(int(values.min()), int(values.max()), size, axis, what)
+    if error:
+        raise error
 
 
 class _Descriptor:
@@ -208,21 +210,23 @@ def _any_out_of_range(result, view):
     return bool(sys.modules["cupy"].isposinf(result).any())
 
 
+def _values_and_indices(x, index, dim, stream, name):
+    """(x's view, index's view, the axis, its size): x floating, `index` (named `name`) int32/int64 on x's
+    device, read on x's launch stream."""
+    x_view = _arrays.describe(x, _explicit_stream(stream), writable=False)
+    index_view = _arrays.describe(index, x_view.stream, writable=False, index=True)
+    _same_device(index_view, x_view, name)
+    axis = _axis(dim, len(x_view.shape))
+    return x_view, index_view, axis, x_view.shape[axis] if x_view.shape else 1
+
+
 def log_softmax_gather(x, index, dim, check_bounds, stream):
     """log_softmax(x, dim) at `index` (x's shape but along dim), float32 (float64 for float64 x), without the
     full log-softmax. Host indices are checked before the call (IndexError); device ones write +inf where out
     of range, or raise after the call with check_bounds (which waits for the GPU)."""
-    x_view = _arrays.describe(x, _explicit_stream(stream), writable=False)
-    index_view = _arrays.describe(index, x_view.stream, writable=False, index=True)
-    _same_device(index_view, x_view, "index")
-    axis = _axis(dim, len(x_view.shape))
+    x_view, index_view, axis, size = _values_and_indices(x, index, dim, stream, "index")
     check_gathered_shape(x_view.shape, index_view.shape, axis)
-    size = x_view.shape[axis] if x_view.shape else 1
-    if index_view.device_type == _arrays.CPU:
-        bounds = _host_bounds(index)
-        error = bounds and index_bounds_error(*bounds, size, axis, "index")
-        if error:
-            raise error
+    _check_host_bounds(index, index_view, size, axis, "index")
     code = statistics_dtype(x_view.dtype)
     result, out_view = _result(x, x_view, index_view.shape, code, None)
     descriptor = _descriptor(x_view, "LogSoftmaxGather", axis, (),
@@ -244,17 +248,9 @@ def cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction,
     reduction_code = check_reduction(reduction)
     label_smoothing = check_label_smoothing(label_smoothing)
     ignore_index = check_integer("ignore_index", ignore_index)
-    logits_view = _arrays.describe(logits, _explicit_stream(stream), writable=False)
-    target_view = _arrays.describe(target, logits_view.stream, writable=False, index=True)
-    _same_device(target_view, logits_view, "target")
-    axis = _axis(dim, len(logits_view.shape))
+    logits_view, target_view, axis, classes = _values_and_indices(logits, target, dim, stream, "target")
     check_target_shape(logits_view.shape, target_view.shape, axis)
-    classes = logits_view.shape[axis] if logits_view.shape else 1
-    if target_view.device_type == _arrays.CPU:
-        bounds = _host_bounds(target, skip=ignore_index)
-        error = bounds and index_bounds_error(*bounds, classes, axis, "Target")
-        if error:
-            raise error
+    _check_host_bounds(target, target_view, classes, axis, "Target", skip=ignore_index)
     code = statistics_dtype(logits_view.dtype)
     rows_shape = per_row_shape(logits_view.shape, axis)
     loss, loss_view = _result(logits, logits_view, rows_shape if reduction_code == 0 else (), code, None)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import smx
+from test_torch import assert_compiled_matches_eager
 
 torch = pytest.importorskip("torch", reason="the operators need PyTorch")
 import torch.nn.functional as F  # noqa: E402
@@ -240,12 +241,7 @@ def test_torch_compile_fullgraph_traces_every_call_and_matches_eager(rng):
     def training_loss(x):
         return smx.cross_entropy(x * 1.0, target, reduction="sum") + smx.logsumexp(x, 0).sum()
 
-    eager_x, compiled_x = x.clone().requires_grad_(), x.clone().requires_grad_()
-    eager, traced = training_loss(eager_x), torch.compile(training_loss, fullgraph=True)(compiled_x)
-    eager.backward()
-    traced.backward()
-    torch.testing.assert_close(traced, eager, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=1e-6, atol=1e-6)
+    assert_compiled_matches_eager(training_loss, x, loss_tolerance=(1e-6, 1e-6), grad_tolerance=(1e-6, 1e-6))
 
 
 def test_the_python_kernels_compute_the_same(tmp_path):

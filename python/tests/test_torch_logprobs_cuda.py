@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch", reason="the operators need PyTorch")
 import torch.nn.functional as F  # noqa: E402
 import smx.torch as smx_torch  # noqa: E402,F401
 
+from test_torch import assert_compiled_matches_eager  # noqa: E402
 from test_torch_logprobs import assert_close, special_rows, statistics  # noqa: E402
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_UNAVAILABLE is not None, reason=str(_UNAVAILABLE))]
@@ -121,9 +122,4 @@ def test_torch_compile_with_inductor_matches_eager(generator):
     def step(x):
         return smx.cross_entropy(x * 0.5, target, label_smoothing=0.1) + smx.logsumexp(x, 0).mean()
 
-    eager_x, compiled_x = logits.clone().requires_grad_(), logits.clone().requires_grad_()
-    eager, traced = step(eager_x), torch.compile(step, fullgraph=True)(compiled_x)
-    eager.backward()
-    traced.backward()
-    torch.testing.assert_close(traced, eager, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=1e-5, atol=1e-7)
+    assert_compiled_matches_eager(step, logits, loss_tolerance=(1e-5, 1e-5), grad_tolerance=(1e-5, 1e-7))

@@ -197,18 +197,21 @@ TEST_CASE("cross_entropy matches the reference: every reduction, label smoothing
                     HostTensor logits = make_tensor(dtype, problem.shape, problem.strides);
                     fill_random(logits, test_rng());
                     set_special_rows(logits, axis);
-                    HostTensor target = make_per_row_tensor(target_dtype, problem.shape, axis, reduction == SMX_REDUCTION_MEAN);
+                    const bool keepdim = reduction == SMX_REDUCTION_MEAN;
+                    HostTensor target = make_per_row_tensor(target_dtype, problem.shape, axis, keepdim);
                     fill_targets(target, n, ignore_index);
                     const smxCrossEntropyOptions_t options = cross_entropy_options(reduction, ignore_index, eps);
                     HostTensor loss = reduction == SMX_REDUCTION_NONE
                                           ? make_per_row_tensor(statistics_dtype(dtype), problem.shape, axis, false, -1)
                                           : make_tensor(statistics_dtype(dtype), {1, 1});
                     HostTensor lse = make_per_row_tensor(statistics_dtype(dtype), problem.shape, axis, true, 2);
-                    HostTensor dlogits = make_tensor(dlogits_dtype, problem.shape, eps == 1.0 ? problem.strides : std::vector<std::int64_t>{});
+                    const std::vector<std::int64_t> row_major;
+                    HostTensor dlogits = make_tensor(dlogits_dtype, problem.shape, eps == 1.0 ? problem.strides : row_major);
                     poison(loss);
                     poison(lse);
                     poison(dlogits);
-                    REQUIRE(run_cpu_cross_entropy(loss, &lse, &dlogits, logits, target, axis, options) == SMX_STATUS_SUCCESS);
+                    REQUIRE(run_cpu_cross_entropy(loss, &lse, &dlogits, logits, target, axis, options) ==
+                            SMX_STATUS_SUCCESS);
                     const CrossEntropyReference ref = reference_cross_entropy(logits, target, axis, options);
                     CHECK(compare_to_scaled_reference(loss, ref.loss) == "");
                     CHECK(compare_to_scaled_reference(lse, ref.lse) == "");

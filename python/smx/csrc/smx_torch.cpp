@@ -514,6 +514,13 @@ struct LogprobsApi {
 LogprobsApi logprobs_api;
 bool logprobs_bound = false;
 
+// Points `function` at libsmx's entry point `name` (found by the ctypes binding's lookup); false if none.
+template <class Function>
+bool bind_entry(Function& function, void* (*lookup)(const char*), const char* name) {
+    function = reinterpret_cast<Function>(lookup(name));
+    return function != nullptr;
+}
+
 // Operation numbers in the descriptor cache's keys (softmax takes its modes, 1 and 2).
 enum : int64_t { kKeyLogsumexp = 101, kKeyGather = 102, kKeyCrossEntropy = 103 };
 
@@ -803,6 +810,16 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy_with_grad_inplace_kernel(
     return run_cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, logits);
 }
 
+// The same kernels serve CPU and CUDA tensors: libsmx's handle is the device's.
+void register_logprobs_kernels(torch::Library& m) {
+    m.impl("logsumexp", TORCH_FN(logsumexp_kernel));
+    m.impl("logsumexp.out", TORCH_FN(logsumexp_out_kernel));
+    m.impl("log_softmax_gather", TORCH_FN(log_softmax_gather_kernel));
+    m.impl("cross_entropy", TORCH_FN(cross_entropy_kernel));
+    m.impl("cross_entropy_with_grad", TORCH_FN(cross_entropy_with_grad_kernel));
+    m.impl("cross_entropy_with_grad_", TORCH_FN(cross_entropy_with_grad_inplace_kernel));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(smx, CPU, m) {
@@ -869,23 +886,9 @@ __attribute__((visibility("default"))) void smx_torch_release() { cache.clear();
 
 }  // extern "C"
 
-TORCH_LIBRARY_IMPL(smx, CPU, m) {
-    m.impl("logsumexp", TORCH_FN(logsumexp_kernel));
-    m.impl("logsumexp.out", TORCH_FN(logsumexp_out_kernel));
-    m.impl("log_softmax_gather", TORCH_FN(log_softmax_gather_kernel));
-    m.impl("cross_entropy", TORCH_FN(cross_entropy_kernel));
-    m.impl("cross_entropy_with_grad", TORCH_FN(cross_entropy_with_grad_kernel));
-    m.impl("cross_entropy_with_grad_", TORCH_FN(cross_entropy_with_grad_inplace_kernel));
-}
+TORCH_LIBRARY_IMPL(smx, CPU, m) { register_logprobs_kernels(m); }
 
-TORCH_LIBRARY_IMPL(smx, CUDA, m) {
-    m.impl("logsumexp", TORCH_FN(logsumexp_kernel));
-    m.impl("logsumexp.out", TORCH_FN(logsumexp_out_kernel));
-    m.impl("log_softmax_gather", TORCH_FN(log_softmax_gather_kernel));
-    m.impl("cross_entropy", TORCH_FN(cross_entropy_kernel));
-    m.impl("cross_entropy_with_grad", TORCH_FN(cross_entropy_with_grad_kernel));
-    m.impl("cross_entropy_with_grad_", TORCH_FN(cross_entropy_with_grad_inplace_kernel));
-}
+TORCH_LIBRARY_IMPL(smx, CUDA, m) { register_logprobs_kernels(m); }
 
 extern "C" {
 
@@ -894,11 +897,7 @@ extern "C" {
 __attribute__((visibility("default"))) int smx_torch_bind_logprobs(void* (*lookup)(const char*)) {
     LogprobsApi bound;
     int index = 100;
-    auto resolve = [&](auto& function, const char* name) {
-        ++index;
-        function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(lookup(name));
-        return function != nullptr;
-    };
+    auto resolve = [&](auto& function, const char* name) { return ++index, bind_entry(function, lookup, name); };
     if (!(resolve(bound.smxCreateLogsumexpDescriptor, "smxCreateLogsumexpDescriptor") &&
           resolve(bound.smxGetLogsumexpWorkspaceSize, "smxGetLogsumexpWorkspaceSize") &&
           resolve(bound.smxLogsumexp, "smxLogsumexp") &&

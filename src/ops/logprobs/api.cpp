@@ -55,36 +55,39 @@ struct smxCrossEntropyDescriptor {
 namespace smx {
 namespace {
 
-// The backend's plan for a validated info: the CPU plan, or the CUDA planner where the handle is CUDA.
-smxStatus_t make_plan(const smxHandle& handle, const LogsumexpInfo& info, std::unique_ptr<LogsumexpPlan>* plan) {
-    if (handle.device_type == SMX_DEVICE_CPU) return make_cpu_logsumexp_plan(info, handle.cpu_threads, plan);
+// The backend's plan for a validated info: the CPU plan, or the CUDA planner where the handle is CUDA (a
+// null planner in a build without CUDA, where no CUDA handle can exist).
+template <class Info, class Plan, class CudaPlanner>
+smxStatus_t backend_plan(const smxHandle& handle, const Info& info, std::unique_ptr<Plan>* plan,
+                         smxStatus_t (*cpu_planner)(const Info&, int, std::unique_ptr<Plan>*),
+                         [[maybe_unused]] CudaPlanner cuda_planner) {
+    if (handle.device_type == SMX_DEVICE_CPU) return cpu_planner(info, handle.cpu_threads, plan);
 #if SMX_WITH_CUDA
-    return make_cuda_logsumexp_plan(info, handle.device_id, handle.limits, cuda::plan_preferences_from_environment(),
-                                    plan);
+    return cuda_planner(info, handle.device_id, handle.limits, cuda::plan_preferences_from_environment(), plan);
 #else
     return fail(SMX_STATUS_INTERNAL_ERROR, "a CUDA handle exists in a build without CUDA");
 #endif
+}
+
+#if SMX_WITH_CUDA
+#define SMX_CUDA_PLANNER(planner) planner
+#else
+#define SMX_CUDA_PLANNER(planner) nullptr
+#endif
+
+smxStatus_t make_plan(const smxHandle& handle, const LogsumexpInfo& info, std::unique_ptr<LogsumexpPlan>* plan) {
+    return backend_plan(handle, info, plan, make_cpu_logsumexp_plan, SMX_CUDA_PLANNER(make_cuda_logsumexp_plan));
 }
 
 smxStatus_t make_plan(const smxHandle& handle, const LogSoftmaxGatherInfo& info,
                       std::unique_ptr<LogSoftmaxGatherPlan>* plan) {
-    if (handle.device_type == SMX_DEVICE_CPU) return make_cpu_log_softmax_gather_plan(info, handle.cpu_threads, plan);
-#if SMX_WITH_CUDA
-    return make_cuda_log_softmax_gather_plan(info, handle.device_id, handle.limits,
-                                             cuda::plan_preferences_from_environment(), plan);
-#else
-    return fail(SMX_STATUS_INTERNAL_ERROR, "a CUDA handle exists in a build without CUDA");
-#endif
+    return backend_plan(handle, info, plan, make_cpu_log_softmax_gather_plan,
+                        SMX_CUDA_PLANNER(make_cuda_log_softmax_gather_plan));
 }
 
 smxStatus_t make_plan(const smxHandle& handle, const CrossEntropyInfo& info, std::unique_ptr<CrossEntropyPlan>* plan) {
-    if (handle.device_type == SMX_DEVICE_CPU) return make_cpu_cross_entropy_plan(info, handle.cpu_threads, plan);
-#if SMX_WITH_CUDA
-    return make_cuda_cross_entropy_plan(info, handle.device_id, handle.limits,
-                                        cuda::plan_preferences_from_environment(), plan);
-#else
-    return fail(SMX_STATUS_INTERNAL_ERROR, "a CUDA handle exists in a build without CUDA");
-#endif
+    return backend_plan(handle, info, plan, make_cpu_cross_entropy_plan,
+                        SMX_CUDA_PLANNER(make_cuda_cross_entropy_plan));
 }
 
 // Creates a descriptor of kind Descriptor: `make_info(&info)` validates the problem (the tensor descriptors
