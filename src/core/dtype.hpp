@@ -18,12 +18,15 @@ struct DtypeTraits {
     smxDataType_t dtype;
     const char* name;
     std::size_t size;
+    bool floating;  // a value operand (x, y, logits, results); the others are indices and class targets
 };
 inline constexpr DtypeTraits kDtypes[] = {
-    {SMX_DTYPE_F16, "f16", 2},
-    {SMX_DTYPE_BF16, "bf16", 2},
-    {SMX_DTYPE_F32, "f32", 4},
-    {SMX_DTYPE_F64, "f64", 8},
+    {SMX_DTYPE_F16, "f16", 2, true},
+    {SMX_DTYPE_BF16, "bf16", 2, true},
+    {SMX_DTYPE_F32, "f32", 4, true},
+    {SMX_DTYPE_F64, "f64", 8, true},
+    {SMX_DTYPE_I32, "i32", 4, false},
+    {SMX_DTYPE_I64, "i64", 8, false},
 };
 
 // The entry of `dtype`, or nullptr for a value that names no dtype.
@@ -35,6 +38,15 @@ inline const DtypeTraits* dtype_traits(int dtype) {
 }
 
 inline bool is_valid_dtype(int dtype) { return dtype_traits(dtype) != nullptr; }
+
+// Whether `dtype` holds values (a float format), as every operand but indices and targets must.
+inline bool is_floating_dtype(smxDataType_t dtype) {
+    const DtypeTraits* traits = dtype_traits(dtype);
+    return traits != nullptr && traits->floating;
+}
+
+// Whether `dtype` holds indices (I32, I64), as gather indices and class targets must.
+inline bool is_index_dtype(smxDataType_t dtype) { return is_valid_dtype(dtype) && !is_floating_dtype(dtype); }
 
 inline std::size_t dtype_size(smxDataType_t dtype) {
     const DtypeTraits* traits = dtype_traits(dtype);
@@ -48,7 +60,7 @@ inline const char* dtype_name(smxDataType_t dtype) {
 
 // Softmax takes any pair of the floating dtypes, as PyTorch's dtype= does: computed in float where both are
 // 16/32-bit, in double where either is f64, and rounded once to y's dtype.
-inline bool is_supported_dtype_pair(smxDataType_t x, smxDataType_t y) { return is_valid_dtype(x) && is_valid_dtype(y); }
+inline bool is_supported_dtype_pair(smxDataType_t x, smxDataType_t y) { return is_floating_dtype(x) && is_floating_dtype(y); }
 inline constexpr const char* kSupportedDtypePairs = "x and y each one of f16, bf16, f32, f64";
 
 // ---- binary16 / bfloat16 <-> double, bit exact -------------------------------------------------
@@ -90,8 +102,23 @@ inline double load_as_double(const void* base, smxDataType_t dtype, std::int64_t
         case SMX_DTYPE_BF16: return bf16_bits_to_double(static_cast<const std::uint16_t*>(base)[index]);
         case SMX_DTYPE_F32: return static_cast<double>(static_cast<const float*>(base)[index]);
         case SMX_DTYPE_F64: return static_cast<const double*>(base)[index];
+        case SMX_DTYPE_I32: return static_cast<double>(static_cast<const std::int32_t*>(base)[index]);
+        case SMX_DTYPE_I64: return static_cast<double>(static_cast<const std::int64_t*>(base)[index]);
     }
     return 0.0;
+}
+
+// Reads element `index` of an index tensor (I32 or I64) at `base`; 0 for a floating dtype (never asked).
+inline std::int64_t load_index(const void* base, smxDataType_t dtype, std::int64_t index) {
+    switch (dtype) {
+        case SMX_DTYPE_I32: return static_cast<const std::int32_t*>(base)[index];
+        case SMX_DTYPE_I64: return static_cast<const std::int64_t*>(base)[index];
+        case SMX_DTYPE_F16:
+        case SMX_DTYPE_BF16:
+        case SMX_DTYPE_F32:
+        case SMX_DTYPE_F64: break;
+    }
+    return 0;
 }
 
 // Writes `value`, rounded once to `dtype`, to element `index` of a tensor at `base`.
@@ -101,6 +128,8 @@ inline void store_from_double(void* base, smxDataType_t dtype, std::int64_t inde
         case SMX_DTYPE_BF16: static_cast<std::uint16_t*>(base)[index] = double_to_bf16_bits(value); break;
         case SMX_DTYPE_F32: static_cast<float*>(base)[index] = static_cast<float>(value); break;
         case SMX_DTYPE_F64: static_cast<double*>(base)[index] = value; break;
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64: break;  // no operator writes indices
     }
 }
 

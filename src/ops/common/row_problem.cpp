@@ -23,8 +23,6 @@ const char* layout_name(RowLayout layout) {
 
 namespace {
 
-constexpr int kMaxOperands = 8;
-
 // One non-axis dimension of the row index space, with its stride in each operand.
 struct IndexDim {
     std::int64_t size;
@@ -81,6 +79,46 @@ bool strides_chain(std::int64_t outer_stride, std::int64_t inner_stride, std::in
     return !__builtin_mul_overflow(inner_stride, inner_size, &product) && product == outer_stride;
 }
 
+// The stride, in operand `spec`'s own tensor, of x's dim `dim` (not the axis): a PerRow operand given
+// without the axis numbers the dims after it one lower.
+std::int64_t index_stride(const OperandSpec& spec, int ndim, int axis, int dim) {
+    const smxTensorDescriptor& t = *spec.tensor;
+    const bool axis_dropped = spec.shape == OperandShape::PerRow && t.ndim == ndim - 1;
+    return t.strides[axis_dropped && dim > axis ? dim - 1 : dim];
+}
+
+// Checks a PerRow or Gathered operand's shape against x's (`first`), once the axis is known.
+smxStatus_t check_operand_shape(const OperandSpec& spec, const OperandSpec& first, int axis) {
+    const smxTensorDescriptor& t = *spec.tensor;
+    const smxTensorDescriptor& x = *first.tensor;
+    bool matches = true;
+    if (spec.shape == OperandShape::PerRow && t.ndim == x.ndim - 1) {
+        for (int i = 0, j = 0; i < x.ndim && matches; ++i) {
+            if (i != axis) matches = t.shape[j++] == x.shape[i];
+        }
+    } else {
+        matches = t.ndim == x.ndim;
+        for (int i = 0; i < x.ndim && matches; ++i) {
+            matches = i == axis ? spec.shape == OperandShape::Gathered || t.shape[i] == 1 : t.shape[i] == x.shape[i];
+        }
+    }
+    if (matches) return SMX_STATUS_SUCCESS;
+    if (spec.shape == OperandShape::Gathered) {
+        return fail(SMX_STATUS_BAD_PARAM_SHAPE, "{} shape {} is not {} shape {} with axis {} of any size", spec.name,
+                    format_dims(t.shape, t.ndim), first.name, format_dims(x.shape, x.ndim), axis);
+    }
+    std::int64_t keepdim[SMX_MAX_DIMS];
+    std::int64_t dropped[SMX_MAX_DIMS];
+    for (int i = 0, j = 0; i < x.ndim; ++i) {
+        keepdim[i] = i == axis ? 1 : x.shape[i];
+        if (i != axis) dropped[j++] = x.shape[i];
+    }
+    const std::string expected = x.ndim > 1 ? format_dims(dropped, x.ndim - 1) + " or " : std::string();
+    return fail(SMX_STATUS_BAD_PARAM_SHAPE, "{} shape {} is not one element per row of {} shape {} along axis {} "
+                "(expected {}{})", spec.name, format_dims(t.shape, t.ndim), first.name, format_dims(x.shape, x.ndim),
+                axis, expected, format_dims(keepdim, x.ndim));
+}
+
 // Merges neighbouring index dims (outer, inner) whose strides chain in every operand, so a contiguous block
 // of rows becomes one dimension.
 std::vector<IndexDim> collapse(const std::vector<IndexDim>& dims, int count) {
@@ -106,11 +144,13 @@ std::vector<IndexDim> collapse(const std::vector<IndexDim>& dims, int count) {
 smxStatus_t make_row_geometry(int axis, const OperandSpec* operands, int count, RowGeometry* geometry,
                               OperandLayout* layouts) {
     if (count < 1 || count > kMaxOperands) return fail(SMX_STATUS_INTERNAL_ERROR, "{} operands (1..{} supported)", count, kMaxOperands);
+    if (operands[0].shape != OperandShape::Full) return fail(SMX_STATUS_INTERNAL_ERROR, "the first operand must be Full");
     for (int k = 0; k < count; ++k) {
         if (operands[k].tensor == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "{}Desc is NULL", operands[k].name);
     }
     const smxTensorDescriptor& first = *operands[0].tensor;
     for (int k = 1; k < count; ++k) {
+        if (operands[k].shape != OperandShape::Full) continue;  // checked once the axis is known
         const smxTensorDescriptor& t = *operands[k].tensor;
         bool same_shape = t.ndim == first.ndim;
         for (int i = 0; same_shape && i < first.ndim; ++i) same_shape = t.shape[i] == first.shape[i];
@@ -124,31 +164,49 @@ smxStatus_t make_row_geometry(int axis, const OperandSpec* operands, int count, 
         return fail(SMX_STATUS_BAD_PARAM_AXIS, "axis {} out of range for a {}-d tensor (expected {}..{})", axis, ndim,
                     -ndim, ndim - 1);
     }
+    const int normalized_axis = axis < 0 ? axis + ndim : axis;
+    bool all_full = true;
+    for (int k = 1; k < count; ++k) {
+        if (operands[k].shape == OperandShape::Full) continue;
+        all_full = false;
+        SMX_RETURN_IF_ERROR(check_operand_shape(operands[k], operands[0], normalized_axis));
+    }
     for (int k = 0; k < count; ++k) {
         if (operands[k].written) SMX_RETURN_IF_ERROR(check_no_self_overlap(operands[k].name, *operands[k].tensor));
     }
 
     RowGeometry out;
     out.ndim = ndim;
-    out.axis = axis < 0 ? axis + ndim : axis;
+    out.axis = normalized_axis;
     std::copy(first.shape, first.shape + ndim, out.shape);
     out.numel = first.numel;
     out.row_len = first.shape[out.axis];
     out.rows = out.row_len > 0 ? out.numel / out.row_len : 0;
+    if (!all_full && out.row_len == 0) {
+        out.rows = 1;  // fits int64: x's descriptor bounded the product of its non-zero sizes
+        for (int i = 0; i < ndim; ++i) out.rows *= i == out.axis ? 1 : first.shape[i];
+    }
     bool axis_contiguous = true;
     for (int k = 0; k < count; ++k) {
         layouts[k] = OperandLayout{};
         offset_range(*operands[k].tensor, &layouts[k]);
-        // A row of one element has no meaningful axis stride: call it contiguous.
-        layouts[k].axis_stride = out.row_len > 1 ? operands[k].tensor->strides[out.axis] : 1;
-        axis_contiguous = axis_contiguous && layouts[k].axis_stride == 1;
+        const OperandShape shape = operands[k].shape;
+        layouts[k].axis_len = shape == OperandShape::Full       ? out.row_len
+                              : shape == OperandShape::Gathered ? operands[k].tensor->shape[out.axis]
+                                                                : 1;
+        // A row of one element has no meaningful axis stride: call it contiguous. A per-row operand repeats
+        // its one element along the axis (stride 0); only Full operands decide whether the axis is contiguous.
+        layouts[k].axis_stride = shape == OperandShape::PerRow ? 0
+                                 : layouts[k].axis_len > 1      ? operands[k].tensor->strides[out.axis]
+                                                                : 1;
+        if (shape == OperandShape::Full) axis_contiguous = axis_contiguous && layouts[k].axis_stride == 1;
     }
 
     std::vector<IndexDim> index;
     for (int i = 0; i < ndim; ++i) {
         if (i == out.axis || first.shape[i] <= 1) continue;
         IndexDim dim{first.shape[i], {}};
-        for (int k = 0; k < count; ++k) dim.strides[k] = operands[k].tensor->strides[i];
+        for (int k = 0; k < count; ++k) dim.strides[k] = index_stride(operands[k], ndim, out.axis, i);
         index.push_back(dim);
     }
     index = collapse(index, count);
@@ -156,7 +214,7 @@ smxStatus_t make_row_geometry(int axis, const OperandSpec* operands, int count, 
     // Rows: contiguous axis, and the rows one strided sequence.
     if (axis_contiguous && index.size() <= 1) {
         out.layout = RowLayout::Rows;
-        for (int k = 0; k < count; ++k) layouts[k].row_stride = index.empty() ? out.row_len : index[0].strides[k];
+        for (int k = 0; k < count; ++k) layouts[k].row_stride = index.empty() ? layouts[k].axis_len : index[0].strides[k];
         *geometry = out;
         return SMX_STATUS_SUCCESS;
     }
@@ -263,6 +321,16 @@ smxStatus_t check_operand_pointers(const OperandPointer* operands, int count) {
                         rule);
         }
     }
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t TouchedOperands::add(std::int64_t elements, const OperandPointer& operand) {
+    if (elements == 0) return SMX_STATUS_SUCCESS;
+    if (operand.pointer == nullptr) {
+        return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "{} is NULL but the tensor has {} elements", operand.name, elements);
+    }
+    if (count_ == kMaxOperands) return fail(SMX_STATUS_INTERNAL_ERROR, "more than {} operands", kMaxOperands);
+    operands_[count_++] = operand;
     return SMX_STATUS_SUCCESS;
 }
 

@@ -1,4 +1,5 @@
 // api.cpp - the softmax backward C entry points: validate into an info, ask the backend for a plan, run it.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -73,9 +74,8 @@ smxStatus_t backward(smxSoftmaxBackwardDescriptor_t desc, void* workspace, std::
     SMX_RETURN_IF_ERROR(check_backward_pointers(desc->info, dx, dy, y));
 #if SMX_WITH_CUDA
     if (desc->device_type == SMX_DEVICE_CUDA && desc->check_device_pointers) {
-        SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, dy, "dy"));
-        SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, y, "y"));
-        if (dx != dy) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, dx, "dx"));
+        const std::array<OperandPointer, 3> operands = backward_operands(desc->info, dx, dy, y);
+        SMX_RETURN_IF_ERROR(cuda_check_operand_pointers(desc->device_id, operands.data(), static_cast<int>(operands.size())));
     }
 #endif
     return desc->plan->run(workspace, dx, dy, y, stream);

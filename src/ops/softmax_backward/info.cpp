@@ -45,13 +45,18 @@ std::string describe(const SoftmaxBackwardInfo& info) {
                        format_dims(info.shape, info.ndim), info.axis, describe_geometry(info, operands, 3));
 }
 
-smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y) {
+std::array<OperandPointer, 3> backward_operands(const SoftmaxBackwardInfo& info, const void* dx, const void* dy,
+                                                const void* y) {
     // dx may replace dy in place (the backends read each dy element before writing its dx), never y: a kernel
     // holding only part of a row may write some of its dx before another thread has read the y it needs.
-    const OperandPointer operands[] = {{"dy", dy, info.dy_dtype, &info.dy, false, -1, false},
-                                       {"y", y, info.y_dtype, &info.y, false, -1, false},
-                                       {"dx", dx, info.dx_dtype, &info.dx, true, 0, info.dx_same_layout_as_dy}};
-    return check_operand_pointers(operands, 3);
+    return {{{"dy", dy, info.dy_dtype, &info.dy, false, -1, false},
+             {"y", y, info.y_dtype, &info.y, false, -1, false},
+             {"dx", dx, info.dx_dtype, &info.dx, true, 0, info.dx_same_layout_as_dy}}};
+}
+
+smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y) {
+    const std::array<OperandPointer, 3> operands = backward_operands(info, dx, dy, y);
+    return check_operand_pointers(operands.data(), static_cast<int>(operands.size()));
 }
 
 }  // namespace smx

@@ -4,6 +4,7 @@
 //   log-softmax: dx = dy - exp(y) * sum(dy)
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "ops/common/row_problem.hpp"
@@ -33,6 +34,10 @@ smxStatus_t make_softmax_backward_info(int mode, int axis, const smxTensorDescri
 
 // One line for logs.
 std::string describe(const SoftmaxBackwardInfo& info);
+
+// A call's three operands, in the order the checks name them: dy, y, then dx (which may be in place with dy).
+std::array<OperandPointer, 3> backward_operands(const SoftmaxBackwardInfo& info, const void* dx, const void* dy,
+                                                const void* y);
 
 // Call-time check of the actual pointers: dx may be in place with dy (same pointer, same layout) and must meet
 // no other operand's bytes; every pointer aligned to its element size.
