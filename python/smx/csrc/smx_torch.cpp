@@ -268,14 +268,24 @@ std::string shape_text(at::IntArrayRef shape) {  // as Python prints a tuple
     return text;
 }
 
+// What libsmx would refuse, refused before a Layout (kMaxDims entries) is filled from the tensor.
+void check_ndim(const at::Tensor& t) {
+    if (t.dim() > kMaxDims) {
+        raise_status(2003, "ndim " + std::to_string(t.dim()) + " out of range: a tensor has 1 to " +
+                               std::to_string(kMaxDims) + " dimensions");  // SMX_STATUS_BAD_PARAM_NDIM
+    }
+}
+
 // Shape and strides for a descriptor: a 0-d tensor is one element along one axis; a tensor with no
-// elements gets row-major strides (any are valid there; these keep one cache entry per empty shape).
+// elements gets row-major strides (any are valid there; these keep one cache entry per empty shape). More
+// than kMaxDims dims are refused as libsmx refuses them (check_ndim).
 struct Layout {
     int ndim = 0;
     std::array<int64_t, kMaxDims> shape{}, strides{};
 };
 
 Layout layout_of(const at::Tensor& t) {
+    check_ndim(t);  // before the kMaxDims entries are filled
     Layout layout;
     if (t.dim() == 0) {
         layout.ndim = 1;
@@ -350,26 +360,22 @@ void run_softmax(int mode, const at::Tensor& x, int64_t dim, const at::Tensor& y
     const int x_dtype = dtype_code(x.scalar_type()), y_dtype = dtype_code(y.scalar_type());
     const Layout x_layout = layout_of(x), y_layout = layout_of(y);
 
-    std::shared_ptr<Descriptor> descriptor;
     ProblemKey key;
-    const bool cacheable = x_layout.ndim <= kMaxDims;  // a larger ndim fails in libsmx, uncached
-    if (cacheable) {
-        key.add(mode);  // 1 and 2: the softmax family; other operations take other numbers
-        key.add(device_type * 1024 + device_index);
-        key.add(axis);
-        key.add(x_dtype * 16 + y_dtype);
-        key.add(x_layout.ndim);
-        for (int i = 0; i < x_layout.ndim; ++i) {
-            key.add(x_layout.shape[i]);
-            key.add(x_layout.strides[i]);
-            key.add(y_layout.strides[i]);
-        }
-        descriptor = cache.find(key);
+    key.add(mode);  // 1 and 2: the softmax family; other operations take other numbers
+    key.add(device_type * 1024 + device_index);
+    key.add(axis);
+    key.add(x_dtype * 16 + y_dtype);
+    key.add(x_layout.ndim);
+    for (int i = 0; i < x_layout.ndim; ++i) {
+        key.add(x_layout.shape[i]);
+        key.add(x_layout.strides[i]);
+        key.add(y_layout.strides[i]);
     }
+    std::shared_ptr<Descriptor> descriptor = cache.find(key);
     if (!descriptor) {
         auto handle = cache.handle(device_type, device_index);
         descriptor = make_softmax_descriptor(handle, mode, axis, x_layout, x_dtype, y_layout, y_dtype);
-        if (cacheable) descriptor = cache.insert(key, std::move(descriptor));
+        descriptor = cache.insert(key, std::move(descriptor));
     }
     at::Tensor workspace;
     void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
@@ -410,27 +416,23 @@ void run_softmax_backward(int mode, const at::Tensor& dy, const at::Tensor& y, i
                                        dtype_code(y.scalar_type())};
     const Layout dx_layout = layout_of(dx), dy_layout = layout_of(dy), y_layout = layout_of(y);
 
-    std::shared_ptr<Descriptor> descriptor;
     ProblemKey key;
-    const bool cacheable = y_layout.ndim <= kMaxDims;  // a larger ndim fails in libsmx, uncached
-    if (cacheable) {
-        key.add(kBackwardOperation + mode);
-        key.add(device_type * 1024 + device_index);
-        key.add(axis);
-        key.add(dtypes[0] * 256 + dtypes[1] * 16 + dtypes[2]);
-        key.add(y_layout.ndim);
-        for (int i = 0; i < y_layout.ndim; ++i) {
-            key.add(y_layout.shape[i]);
-            key.add(dx_layout.strides[i]);
-            key.add(dy_layout.strides[i]);
-            key.add(y_layout.strides[i]);
-        }
-        descriptor = cache.find(key);
+    key.add(kBackwardOperation + mode);
+    key.add(device_type * 1024 + device_index);
+    key.add(axis);
+    key.add(dtypes[0] * 256 + dtypes[1] * 16 + dtypes[2]);
+    key.add(y_layout.ndim);
+    for (int i = 0; i < y_layout.ndim; ++i) {
+        key.add(y_layout.shape[i]);
+        key.add(dx_layout.strides[i]);
+        key.add(dy_layout.strides[i]);
+        key.add(y_layout.strides[i]);
     }
+    std::shared_ptr<Descriptor> descriptor = cache.find(key);
     if (!descriptor) {
         descriptor = make_softmax_backward_descriptor(cache.handle(device_type, device_index), mode, axis,
                                                       {&dx_layout, &dy_layout, &y_layout}, dtypes);
-        if (cacheable) descriptor = cache.insert(key, std::move(descriptor));
+        descriptor = cache.insert(key, std::move(descriptor));
     }
     at::Tensor workspace;
     void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, y.options(), &workspace);
@@ -742,14 +744,6 @@ void check_host_bounds(const at::Tensor& index, int64_t size, int64_t axis, cons
     const int64_t bad = bad_low < 0 ? bad_low : bad_high;
     TORCH_CHECK_INDEX(bad_low >= 0 && bad_high < size, what, " ", bad, " is out of bounds for dimension ", axis,
                       " with size ", size);
-}
-
-// What libsmx would refuse, refused before a Layout (kMaxDims entries) is filled from the tensor.
-void check_ndim(const at::Tensor& t) {
-    if (t.dim() > kMaxDims) {
-        raise_status(2003, "ndim " + std::to_string(t.dim()) + " out of range: a tensor has 1 to " +
-                               std::to_string(kMaxDims) + " dimensions");  // SMX_STATUS_BAD_PARAM_NDIM
-    }
 }
 
 // Tensor descriptors made for one descriptor's creation, destroyed with it.
