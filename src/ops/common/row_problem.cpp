@@ -251,6 +251,13 @@ std::string describe_geometry(const RowGeometry& geometry, const NamedLayout* op
     std::string text = fmt::format("{} rows={} row_len={} axis_stride", layout_name(geometry.layout), geometry.rows,
                                    geometry.row_len);
     text += per_operand([](const OperandLayout& l) { return l.axis_stride; });
+    // Per-row and gathered operands have axes of their own length: named where any operand has one.
+    for (int k = 0; k < count; ++k) {
+        if (operands[k].layout->axis_len != geometry.row_len) {
+            text += " axis_len" + per_operand([](const OperandLayout& l) { return l.axis_len; });
+            break;
+        }
+    }
     switch (geometry.layout) {
         case RowLayout::Rows:
             text += " row_stride" + per_operand([](const OperandLayout& l) { return l.row_stride; });

@@ -96,7 +96,8 @@ struct NamedLayout {
 };
 
 // The geometry part of a problem's log line, each stride given per operand in the order passed:
-// "rows rows=8 row_len=1024 axis_stride x=1 y=1 row_stride x=1024 y=1024".
+// "rows rows=8 row_len=1024 axis_stride x=1 y=1 row_stride x=1024 y=1024" (with " axis_len x=1024 out=1"
+// after the axis strides where an operand is per-row or gathered).
 std::string describe_geometry(const RowGeometry& geometry, const NamedLayout* operands, int count);
 
 // Whether two tensors of one shape place every element at the same offset with the same element size:

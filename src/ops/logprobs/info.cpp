@@ -60,24 +60,6 @@ smxStatus_t read_options(const smxCrossEntropyOptions_t* options, smxCrossEntrop
     return SMX_STATUS_SUCCESS;
 }
 
-// What describe() adds for the layout: each operand's strides as its layout names them.
-std::string layout_text(const RowGeometry& g, const char* const* names, const OperandLayout* const* layouts,
-                        int count) {
-    std::string text = fmt::format("{} rows={} row_len={}", layout_name(g.layout), g.rows, g.row_len);
-    if (g.layout == RowLayout::Spatial) text += fmt::format(" outer={} inner={}", g.outer, g.inner);
-    if (g.layout == RowLayout::General) text += fmt::format(" index {}", format_dims(g.index_shape, g.index_ndim));
-    for (int k = 0; k < count; ++k) {
-        const OperandLayout& l = *layouts[k];
-        text += fmt::format(" | {} len={} axis_stride={}", names[k], l.axis_len, l.axis_stride);
-        switch (g.layout) {
-            case RowLayout::Rows: text += fmt::format(" row_stride={}", l.row_stride); break;
-            case RowLayout::Spatial: text += fmt::format(" outer_stride={}", l.outer_stride); break;
-            case RowLayout::General: text += fmt::format(" strides={}", format_dims(l.index_strides, g.index_ndim)); break;
-        }
-    }
-    return text;
-}
-
 }  // namespace
 
 // ---- logsumexp ------------------------------------------------------------------------------------------
@@ -99,10 +81,9 @@ smxStatus_t make_logsumexp_info(int axis, const smxTensorDescriptor* out, const 
 }
 
 std::string describe(const LogsumexpInfo& info) {
-    const char* const names[] = {"x", "out"};
-    const OperandLayout* const layouts[] = {&info.x, &info.out};
+    const NamedLayout operands[] = {{"x", &info.x}, {"out", &info.out}};
     return fmt::format("logsumexp {}->{} shape {} axis {}: {}", dtype_name(info.x_dtype), dtype_name(info.out_dtype),
-                       format_dims(info.shape, info.ndim), info.axis, layout_text(info, names, layouts, 2));
+                       format_dims(info.shape, info.ndim), info.axis, describe_geometry(info, operands, 2));
 }
 
 smxStatus_t check_logsumexp_pointers(const LogsumexpInfo& info, const void* out, const void* x,
@@ -141,11 +122,10 @@ smxStatus_t make_log_softmax_gather_info(int axis, const smxTensorDescriptor* ou
 }
 
 std::string describe(const LogSoftmaxGatherInfo& info) {
-    const char* const names[] = {"x", "index", "out"};
-    const OperandLayout* const layouts[] = {&info.x, &info.index, &info.out};
+    const NamedLayout operands[] = {{"x", &info.x}, {"index", &info.index}, {"out", &info.out}};
     return fmt::format("log_softmax_gather {}[{}]->{} shape {} axis {} K={}: {}", dtype_name(info.x_dtype),
                        dtype_name(info.index_dtype), dtype_name(info.out_dtype), format_dims(info.shape, info.ndim),
-                       info.axis, info.gathered, layout_text(info, names, layouts, 3));
+                       info.axis, info.gathered, describe_geometry(info, operands, 3));
 }
 
 smxStatus_t check_log_softmax_gather_pointers(const LogSoftmaxGatherInfo& info, const void* out, const void* x,
@@ -235,24 +215,17 @@ smxStatus_t make_cross_entropy_info(int axis, const smxCrossEntropyOptions_t* op
 }
 
 std::string describe(const CrossEntropyInfo& info) {
-    const char* names[5] = {"logits", "target", "loss"};
-    const OperandLayout* layouts[5] = {&info.logits, &info.target, &info.loss};
+    NamedLayout operands[5] = {{"logits", &info.logits}, {"target", &info.target}, {"loss", &info.loss}};
     int count = 3;
-    if (info.has_lse) {
-        names[count] = "lse";
-        layouts[count++] = &info.lse;
-    }
-    if (info.has_dlogits) {
-        names[count] = "dlogits";
-        layouts[count++] = &info.dlogits;
-    }
+    if (info.has_lse) operands[count++] = {"lse", &info.lse};
+    if (info.has_dlogits) operands[count++] = {"dlogits", &info.dlogits};
     static constexpr const char* kReductions[] = {"none", "sum", "mean"};
     return fmt::format(
         "cross_entropy {}[{}]->{}{}{} shape {} axis {} reduction={} ignore_index={} label_smoothing={}: {}",
         dtype_name(info.logits_dtype), dtype_name(info.target_dtype), dtype_name(info.loss_dtype),
         info.has_lse ? " +lse" : "", info.has_dlogits ? fmt::format(" +dlogits {}", dtype_name(info.dlogits_dtype)) : "",
         format_dims(info.shape, info.ndim), info.axis, kReductions[info.reduction], info.ignore_index,
-        info.label_smoothing, layout_text(info, names, layouts, count));
+        info.label_smoothing, describe_geometry(info, operands, count));
 }
 
 smxStatus_t check_cross_entropy_pointers(const CrossEntropyInfo& info, const void* loss, const void* lse,
