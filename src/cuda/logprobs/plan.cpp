@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "core/dtype.hpp"
+#include "cuda/block_regs/plan.hpp"
 #include "ops/logprobs/info.hpp"
 
 namespace smx::cuda {
@@ -147,18 +148,9 @@ smxStatus_t add_stats(const RowsProblem& problem, const StatsChoice& choice, Log
 
 namespace {
 
-// Whether `a` serves the row better than `b`: several CTAs per SM first, then the fewest idle register slots
-// (to 1%), then more values per thread. Equal: the one found first (the smaller cluster).
+// The forward's block-regs ranking (better_register_configuration), more values per thread ranking higher.
 bool better_regs(const CeRegsChoice& a, const CeRegsChoice& b, int min_ctas_per_sm) {
-    if (!b.fits) return a.fits;
-    if (!a.fits) return false;
-    const bool a_overlaps = a.ctas_per_sm >= min_ctas_per_sm;
-    const bool b_overlaps = b.ctas_per_sm >= min_ctas_per_sm;
-    if (a_overlaps != b_overlaps) return a_overlaps;
-    const int a_percent = static_cast<int>(a.utilization * 100.0);
-    const int b_percent = static_cast<int>(b.utilization * 100.0);
-    if (a_percent != b_percent) return a_percent > b_percent;
-    return a.values > b.values;
+    return better_register_configuration(a, b, min_ctas_per_sm, [](int values) { return values; });
 }
 
 }  // namespace
