@@ -118,6 +118,28 @@ TEST_CASE("the three operators refuse integer values, float indices and results 
             "dlogits dtype i32");
 }
 
+TEST_CASE("a bool tensor is neither values, nor an index, nor a target; an integer tensor is not a mask", "[api]") {
+    CpuHandle handle;
+    Operands o;
+    TensorDesc x_bool(SMX_DTYPE_BOOL, {4, 6}, {}), gathered_bool(SMX_DTYPE_BOOL, {4, 2}, {}), rows_bool(SMX_DTYPE_BOOL, {4}, {});
+    const auto refused = [](smxStatus_t status, const char* text) {
+        CHECK(status == SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR);
+        CHECK_THAT(last_error(), Contains(text));
+    };
+    refused(Logsumexp(handle.handle, 1, o.rows_f32.desc, x_bool.desc).status, "x dtype bool is not supported");
+    refused(Gather(handle.handle, 1, o.gathered_f32.desc, o.x.desc, gathered_bool.desc).status,
+            "index dtype bool is not supported: index must be i32 or i64");
+    refused(CrossEntropy(handle.handle, 1, nullptr, o.one_f32.desc, nullptr, nullptr, o.x.desc, rows_bool.desc).status,
+            "target dtype bool");
+    smxSoftmaxOptions_t options = nullptr;
+    REQUIRE(smxCreateSoftmaxOptions(&options) == SMX_STATUS_SUCCESS);
+    for (smxDataType_t dtype : {SMX_DTYPE_I32, SMX_DTYPE_I64}) {
+        TensorDesc mask(dtype, {4, 6}, {});
+        refused(smxSetSoftmaxMask(options, mask.desc), "a mask is bool (keep) or floating");
+    }
+    CHECK(smxDestroySoftmaxOptions(options) == SMX_STATUS_SUCCESS);
+}
+
 // ---- creation -------------------------------------------------------------------------------------------
 
 TEST_CASE("the create calls refuse NULL pointers and name them", "[api]") {
