@@ -53,7 +53,8 @@ const void* ce_regs_kernel(smxDataType_t x_dtype, smxDataType_t dlogits_dtype, i
         case SMX_DTYPE_F32: return ce_regs_kernel_f32(dlogits_dtype, values_per_thread);
         case SMX_DTYPE_F64: return ce_regs_kernel_f64(dlogits_dtype, values_per_thread);
         case SMX_DTYPE_I32:
-        case SMX_DTYPE_I64: break;  // refused by the info
+        case SMX_DTYPE_I64:
+        case SMX_DTYPE_BOOL: break;  // refused by the info
     }
     return nullptr;
 }
