@@ -194,6 +194,8 @@ double relative_tolerance(smxDataType_t y_dtype) {
         case SMX_DTYPE_BF16: return 8e-3;
         case SMX_DTYPE_F32: return 1e-5;
         case SMX_DTYPE_F64: return 1e-12;
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64: return 0.0;  // indices are exact
         case SMX_DTYPE_BOOL: break;  // not an output dtype
     }
     return 0.0;

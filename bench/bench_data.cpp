@@ -97,8 +97,10 @@ std::size_t dtype_size(smxDataType_t dtype) {
     switch (dtype) {
         case SMX_DTYPE_F16:
         case SMX_DTYPE_BF16: return 2;
-        case SMX_DTYPE_F32: return 4;
-        case SMX_DTYPE_F64: return 8;
+        case SMX_DTYPE_F32:
+        case SMX_DTYPE_I32: return 4;
+        case SMX_DTYPE_F64:
+        case SMX_DTYPE_I64: return 8;
         case SMX_DTYPE_BOOL: return 1;
     }
     return 0;
@@ -110,6 +112,8 @@ const char* dtype_name(smxDataType_t dtype) {
         case SMX_DTYPE_BF16: return "bf16";
         case SMX_DTYPE_F32: return "f32";
         case SMX_DTYPE_F64: return "f64";
+        case SMX_DTYPE_I32: return "i32";
+        case SMX_DTYPE_I64: return "i64";
         case SMX_DTYPE_BOOL: return "bool";
     }
     return "?";
@@ -131,6 +135,8 @@ double load_as_double(const void* data, smxDataType_t dtype, std::int64_t index)
         case SMX_DTYPE_BF16: return bf16_to_float(static_cast<const std::uint16_t*>(data)[index]);
         case SMX_DTYPE_F32: return static_cast<const float*>(data)[index];
         case SMX_DTYPE_F64: return static_cast<const double*>(data)[index];
+        case SMX_DTYPE_I32: return static_cast<const std::int32_t*>(data)[index];
+        case SMX_DTYPE_I64: return static_cast<double>(static_cast<const std::int64_t*>(data)[index]);
         case SMX_DTYPE_BOOL: break;  // masks: smx-bench times no options
     }
     return std::numeric_limits<double>::quiet_NaN();
@@ -143,6 +149,8 @@ void store_from_double(void* data, smxDataType_t dtype, std::int64_t index, doub
         case SMX_DTYPE_BF16: static_cast<std::uint16_t*>(data)[index] = float_to_bf16(static_cast<float>(value)); break;
         case SMX_DTYPE_F32: static_cast<float*>(data)[index] = static_cast<float>(value); break;
         case SMX_DTYPE_F64: static_cast<double*>(data)[index] = value; break;
+        case SMX_DTYPE_I32: static_cast<std::int32_t*>(data)[index] = static_cast<std::int32_t>(value); break;
+        case SMX_DTYPE_I64: static_cast<std::int64_t*>(data)[index] = static_cast<std::int64_t>(value); break;
         case SMX_DTYPE_BOOL: break;  // masks: smx-bench times no options
     }
 }
@@ -153,6 +161,8 @@ double underflow_slack(smxDataType_t dtype) {
         case SMX_DTYPE_BF16:
         case SMX_DTYPE_F32: return static_cast<double>(std::numeric_limits<float>::min());
         case SMX_DTYPE_F64: return std::numeric_limits<double>::min();
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64: return 0.0;  // integers do not underflow
         case SMX_DTYPE_BOOL: break;  // masks: smx-bench times no options
     }
     return 0.0;

@@ -79,6 +79,8 @@ typedef enum smxDataType_t {
     SMX_DTYPE_BF16 = 2,  /**< bfloat16 (the top half of a binary32) */
     SMX_DTYPE_F32 = 3,   /**< IEEE binary32 */
     SMX_DTYPE_F64 = 4,   /**< IEEE binary64 */
+    SMX_DTYPE_I32 = 5,   /**< int32_t: indices and class targets only; every floating operand refuses it */
+    SMX_DTYPE_I64 = 6,   /**< int64_t: indices and class targets only; every floating operand refuses it */
     SMX_DTYPE_BOOL = 7   /**< one byte per element, 0 false, anything else true: softmax keep-masks only */
 } smxDataType_t;
 
@@ -343,6 +345,156 @@ SMX_API smxStatus_t smxCreateSoftmaxBackwardDescriptorWithOptions(smxHandle_t ha
 SMX_API smxStatus_t smxSoftmaxBackwardWithOptions(smxSoftmaxBackwardDescriptor_t desc, void* workspace,
                                                   size_t workspaceBytes, void* dx, const void* dy, const void* y,
                                                   const void* scale, const void* mask, void* stream);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Log-probabilities: logsumexp, log-softmax gathered at indices, cross-entropy                     */
+/* ------------------------------------------------------------------------------------------------ */
+/* Shared rules of the three operators below (docs/api.md, "Log-probabilities", says more):
+ *  - x (logits) has any floating dtype (F16, BF16, F32, F64) and any strides; `axis` is in [-ndim, ndim).
+ *  - A per-row tensor (logsumexp's out, cross-entropy's target, lse and unreduced loss) has x's shape
+ *    without the axis, or x's shape with the axis of size 1 ("keepdim"); a 1-d x takes shape [1].
+ *  - Results are float32, float64 where x is F64 (a "statistics dtype"); other dtypes are refused with
+ *    SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, as is an integer dtype where a floating one is needed and the
+ *    reverse.
+ *  - Written tensors must not overlap themselves nor any other operand (only dlogits may be logits, in
+ *    place), and data pointers must be aligned to their element size, as for softmax.
+ *  - The compute calls only launch (CUDA: enqueue on `stream`, never synchronize or allocate, so they may be
+ *    captured in a CUDA graph); an index or target out of range is never read through: it gives the
+ *    documented value instead of a fault. */
+
+/** A validated logsumexp problem with its chosen plan. Read-only after creation. */
+typedef struct smxLogsumexpDescriptor* smxLogsumexpDescriptor_t;
+
+/** Creates a logsumexp descriptor: out = log(sum(exp(x))) along `axis`, computed as
+ *  max + log(sum(exp(x - max))) so no finite input overflows.
+ *  out: x's shape without the axis or with the axis of size 1; F32 (F64 for an F64 x); any strides free of
+ *  self-overlap. The descriptor copies what it needs: outDesc and xDesc may be destroyed right after.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _AXIS, _SHAPE (out's shape is not x's without the
+ *  axis), _OVERLAP (out overlaps itself), SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, SMX_STATUS_ALLOC_FAILED. */
+SMX_API smxStatus_t smxCreateLogsumexpDescriptor(smxHandle_t handle, smxLogsumexpDescriptor_t* desc, int axis,
+                                                 smxTensorDescriptor_t outDesc, smxTensorDescriptor_t xDesc);
+
+/** The workspace, in bytes, that smxLogsumexp needs with this descriptor (often 0); same rules as
+ *  smxGetSoftmaxWorkspaceSize (host memory for a CPU handle, device memory for CUDA, 16-byte aligned). */
+SMX_API smxStatus_t smxGetLogsumexpWorkspaceSize(smxLogsumexpDescriptor_t desc, size_t* workspaceBytes);
+
+/** The chosen plan as text; the string belongs to the descriptor and lives until it is destroyed. */
+SMX_API smxStatus_t smxGetLogsumexpPlan(smxLogsumexpDescriptor_t desc, const char** plan);
+
+/** Computes out = logsumexp(x) along the descriptor's axis. Pointers as for smxSoftmaxForward (element
+ *  [0, ..., 0], memory of the handle's device, aligned to the element size); out may not overlap x.
+ *  Per row, as torch.logsumexp: a NaN gives NaN; a +inf (and no NaN) gives +inf; all -inf gives -inf; an
+ *  axis of size 0 gives -inf (the log of an empty sum). Nothing to write (out empty) succeeds at once.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or out/x with elements to read or write),
+ *  _OBJECT, _WORKSPACE, _ALIGNMENT, _OVERLAP, _DEVICE, SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxLogsumexp(smxLogsumexpDescriptor_t desc, void* workspace, size_t workspaceBytes, void* out,
+                                 const void* x, void* stream);
+
+/** Destroys a logsumexp descriptor. NULL is a no-op; anything but a live one is SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyLogsumexpDescriptor(smxLogsumexpDescriptor_t desc);
+
+/** A validated log-softmax-gather problem with its chosen plan. Read-only after creation. */
+typedef struct smxLogSoftmaxGatherDescriptor* smxLogSoftmaxGatherDescriptor_t;
+
+/** Creates a descriptor for out = log_softmax(x, axis) gathered at `index` along the axis, without writing
+ *  the full log-softmax: out[..., k, ...] = x[..., index[..., k, ...], ...] - logsumexp(x[..., :, ...]).
+ *  index: I32 or I64, x's shape with the axis of any size K >= 0 (K = 0: nothing to do); out: index's
+ *  shape, F32 (F64 for an F64 x), free of self-overlap. Strides of all three are free.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _AXIS, _SHAPE, _OVERLAP,
+ *  SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, SMX_STATUS_ALLOC_FAILED. */
+SMX_API smxStatus_t smxCreateLogSoftmaxGatherDescriptor(smxHandle_t handle, smxLogSoftmaxGatherDescriptor_t* desc,
+                                                        int axis, smxTensorDescriptor_t outDesc,
+                                                        smxTensorDescriptor_t xDesc, smxTensorDescriptor_t indexDesc);
+
+/** The workspace, in bytes, that smxLogSoftmaxGather needs (often 0); same rules as for softmax. */
+SMX_API smxStatus_t smxGetLogSoftmaxGatherWorkspaceSize(smxLogSoftmaxGatherDescriptor_t desc,
+                                                        size_t* workspaceBytes);
+
+/** The chosen plan as text; the string lives until the descriptor is destroyed. */
+SMX_API smxStatus_t smxGetLogSoftmaxGatherPlan(smxLogSoftmaxGatherDescriptor_t desc, const char** plan);
+
+/** Computes out. An index outside [0, n) (n the axis size; negative ones too, as torch.gather refuses them)
+ *  writes +inf, which no log-probability can be (they are <= 0 or NaN): x is never read outside its row.
+ *  Special rows follow log_softmax's (softmax section): a NaN or +inf in the row gives NaN, all -inf NaN,
+ *  -inf among finite values -inf at that element. out may not overlap x or index.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or a pointer of a tensor with elements to touch),
+ *  _OBJECT, _WORKSPACE, _ALIGNMENT, _OVERLAP, _DEVICE, SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxLogSoftmaxGather(smxLogSoftmaxGatherDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                        void* out, const void* x, const void* index, void* stream);
+
+/** Destroys a log-softmax-gather descriptor. NULL is a no-op; anything but a live one is
+ *  SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyLogSoftmaxGatherDescriptor(smxLogSoftmaxGatherDescriptor_t desc);
+
+/** How per-row losses become the loss, as PyTorch's `reduction=`. */
+typedef enum smxLossReduction_t {
+    SMX_REDUCTION_NONE = 0,  /**< one loss per row (0 for an ignored row) */
+    SMX_REDUCTION_SUM = 1,   /**< their sum (0 for no rows) */
+    SMX_REDUCTION_MEAN = 2   /**< their sum over the count of rows whose target is not ignoreIndex (NaN for none) */
+} smxLossReduction_t;
+
+/** Cross-entropy options. Set `size` to sizeof(smxCrossEntropyOptions_t) (SMX_CROSS_ENTROPY_OPTIONS_INIT
+ *  does): later versions append fields, and a library reads only the `size` bytes its caller knew of,
+ *  taking defaults for the rest; bytes it does not know of must be zero. */
+typedef struct smxCrossEntropyOptions_t {
+    size_t size;                   /**< sizeof(smxCrossEntropyOptions_t) as the caller compiled it */
+    smxLossReduction_t reduction;  /**< default SMX_REDUCTION_MEAN */
+    int64_t ignoreIndex;           /**< rows with this target have loss 0, dlogits 0, and no count; default -100 */
+    double labelSmoothing;         /**< epsilon in [0, 1]: the target is (1 - eps) one-hot + eps / classes; default 0 */
+} smxCrossEntropyOptions_t;
+
+/** The default options, for initializing an smxCrossEntropyOptions_t. */
+#define SMX_CROSS_ENTROPY_OPTIONS_INIT {sizeof(smxCrossEntropyOptions_t), SMX_REDUCTION_MEAN, -100, 0.0}
+
+/** A validated cross-entropy problem with its chosen plan. Read-only after creation. */
+typedef struct smxCrossEntropyDescriptor* smxCrossEntropyDescriptor_t;
+
+/** Creates a cross-entropy descriptor: PyTorch's F.cross_entropy with class indices, classes along `axis`.
+ *  Per row i with target t = target[i] and C classes (the axis size), lse = logsumexp(logits[i, :]):
+ *    loss_i = (1 - eps) * (lse - logits[i, t]) + eps / C * sum_c (lse - logits[i, c])   (eps > 0 only)
+ *  and, when asked for, the gradient of the loss (grad_output 1) w.r.t. the logits, in the same pass:
+ *    dlogits[i, c] = scale * (softmax(logits[i, :])[c] - (1 - eps) * [c == t] - eps / C)
+ *  with scale 1 (NONE, SUM) or 1 / count (MEAN); rows whose target is ignoreIndex get loss 0, dlogits 0.
+ *  A target outside [0, C) that is not ignoreIndex gives that row loss NaN and dlogits NaN (and counts).
+ *  options: NULL for the defaults, else a filled smxCrossEntropyOptions_t (read during this call only).
+ *  logitsDesc: any floating dtype, any strides. targetDesc: I32 or I64, per-row shape.
+ *  lossDesc: F32 (F64 for F64 logits); per-row shape for SMX_REDUCTION_NONE, else one element (every size 1).
+ *  lseDesc: NULL (not computed) or per-row, F32 (F64). dlogitsDesc: NULL (not computed) or logits' shape,
+ *  any floating dtype, free of self-overlap; it may be the logits buffer itself at the call (in place) when
+ *  its strides and element size are the logits'.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _AXIS, _SHAPE, _OVERLAP, _MODE (a reduction that is
+ *  not an smxLossReduction_t), SMX_STATUS_BAD_PARAM (options->size smaller than the first version's, or
+ *  labelSmoothing outside [0, 1] or NaN), SMX_STATUS_NOT_SUPPORTED (options bytes this library does not know
+ *  of are not zero), SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, SMX_STATUS_ALLOC_FAILED. */
+SMX_API smxStatus_t smxCreateCrossEntropyDescriptor(smxHandle_t handle, smxCrossEntropyDescriptor_t* desc, int axis,
+                                                    const smxCrossEntropyOptions_t* options,
+                                                    smxTensorDescriptor_t lossDesc, smxTensorDescriptor_t lseDesc,
+                                                    smxTensorDescriptor_t dlogitsDesc,
+                                                    smxTensorDescriptor_t logitsDesc,
+                                                    smxTensorDescriptor_t targetDesc);
+
+/** The workspace, in bytes, that smxCrossEntropy needs (the CUDA plans of a reduced loss keep per-row
+ *  partials there); same rules as for softmax. */
+SMX_API smxStatus_t smxGetCrossEntropyWorkspaceSize(smxCrossEntropyDescriptor_t desc, size_t* workspaceBytes);
+
+/** The chosen plan as text; the string lives until the descriptor is destroyed. */
+SMX_API smxStatus_t smxGetCrossEntropyPlan(smxCrossEntropyDescriptor_t desc, const char** plan);
+
+/** Computes the loss, and lse and dlogits where the descriptor has them (their pointers are ignored where it
+ *  has not). The loss and dlogits of a row follow log_softmax's special values (a NaN or +inf among the
+ *  logits: NaN; all -inf: NaN), lse follows smxLogsumexp's; an ignored row is loss 0 and dlogits 0 whatever
+ *  its logits. A MEAN reduction counts the targets in the same call (no host round trip), and SUM and MEAN
+ *  add the per-row losses in a fixed order, so a result is the same bits on every run. A reduced loss is
+ *  written even with zero rows (SUM 0, MEAN NaN).
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER (desc, or a pointer the call needs), _OBJECT, _WORKSPACE,
+ *  _ALIGNMENT, _OVERLAP, _DEVICE, SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxCrossEntropy(smxCrossEntropyDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                    void* loss, void* lse, void* dlogits, const void* logits, const void* target,
+                                    void* stream);
+
+/** Destroys a cross-entropy descriptor. NULL is a no-op; anything but a live one is
+ *  SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyCrossEntropyDescriptor(smxCrossEntropyDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Logging                                                                                          */

@@ -1,5 +1,5 @@
-"""smx: softmax and log-softmax, and their gradients, on CPU and CUDA through libsmx's C API (ctypes, and
-torch.ops.smx for torch).
+"""smx: softmax and log-softmax and their gradients, logsumexp, log-softmax gather and cross-entropy on CPU and
+CUDA through libsmx's C API (ctypes, and torch.ops.smx for torch).
 
     import numpy as np, smx
     y = smx.softmax(np.random.rand(4, 10).astype(np.float32), dim=-1)
@@ -15,16 +15,16 @@ import threading
 
 import numpy as np
 
-from . import _arrays, _cache, _dtypes, _options, _streams
+from . import _arrays, _cache, _dtypes, _logprobs, _options, _streams
 from ._errors import SmxError, SmxNotImplementedError, SmxRuntimeError, SmxTypeError, SmxValueError, check
 from ._lib import LOG_CALLBACK, lib
 from ._lib import path as _library_file
 
 __version__ = "0.1.0"
 
-__all__ = ["softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "plan", "version", "library_path",
-           "set_log_level", "set_log_callback", "SmxError", "SmxValueError", "SmxTypeError", "SmxNotImplementedError",
-           "SmxRuntimeError"]
+__all__ = ["softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "logsumexp", "log_softmax_gather",
+           "cross_entropy", "plan", "version", "library_path", "set_log_level", "set_log_callback", "SmxError",
+           "SmxValueError", "SmxTypeError", "SmxNotImplementedError", "SmxRuntimeError"]
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 _LOG_LEVELS = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "warning": 3, "error": 4, "off": 6}
@@ -58,14 +58,8 @@ def _axis(dim, ndim):
 
 
 def _problem(view, strides):
-    """shape and strides for the C descriptor: a 0-d tensor becomes a 1-element 1-d tensor, and a tensor
-    with no elements gets row-major strides (NumPy gives such arrays zero strides; libsmx accepts any
-    strides there, and row-major ones keep the descriptor cache to one entry per empty shape)."""
-    if not view.shape:
-        return (1,), (1,)
-    if 0 in view.shape:
-        return view.shape, _arrays.dense_strides_like(view.shape, None)
-    return view.shape, strides
+    """shape and strides for the C descriptor (_arrays.c_layout)."""
+    return _arrays.c_layout(view.shape, strides)
 
 
 def _output_dtype(view, dtype, out_view):
@@ -89,9 +83,9 @@ def _forward(x, dim, dtype, out, stream, mode, scale=None, mask=None, causal=Non
     descriptor = _cache.descriptor(x_view.device_type, x_view.device_id, mode, axis, shape, x_strides, y_strides,
                                    x_view.dtype, y_view.dtype, None if options is None else options.key)
     if options is None:
-        _enqueue(lib.smxSoftmaxForward, descriptor, x_view, (x_view, y_view), (y_view.pointer, x_view.pointer))
+        _enqueue(lib.smxSoftmaxForward, descriptor, (x_view, y_view), (y_view.pointer, x_view.pointer))
     else:
-        _enqueue(lib.smxSoftmaxForwardWithOptions, descriptor, x_view, (x_view, y_view, *options.views),
+        _enqueue(lib.smxSoftmaxForwardWithOptions, descriptor, (x_view, y_view, *options.views),
                  (y_view.pointer, x_view.pointer, options.scale_pointer, options.mask_pointer))
     if out is not None and y_view.library == "torch":
         _arrays.mark_torch_tensor_written(out)
@@ -117,7 +111,7 @@ def _backward(grad_output, output, dim, dtype, out, stream, mode):
     _, dx_strides = _problem(dx_view, dx_view.strides)
     descriptor = _cache.backward_descriptor(y_view.device_type, y_view.device_id, mode, axis, shape, dx_strides,
                                             dy_strides, y_strides, dx_view.dtype, dy_view.dtype, y_view.dtype)
-    _enqueue(lib.smxSoftmaxBackward, descriptor, dy_view, (dy_view, y_view, dx_view),
+    _enqueue(lib.smxSoftmaxBackward, descriptor, (dy_view, y_view, dx_view),
              (dx_view.pointer, dy_view.pointer, y_view.pointer))
     if out is not None and dx_view.library == "torch":
         _arrays.mark_torch_tensor_written(out)
@@ -145,24 +139,13 @@ def _result(source, source_view, source_name, dtype, out, stream):
     return result, view
 
 
-def _enqueue(compute, descriptor, launch, views, pointers):
-    """compute(descriptor, workspace, bytes, *pointers, stream) on launch's stream, with the workspace the
-    descriptor needs; interface arrays among `views` whose stream is not the launch stream are ordered both
-    ways around the launch (_streams)."""
-    workspace_owner, workspace = None, None
-    if descriptor.workspace_bytes:
-        workspace_owner, workspace = _arrays.workspace(launch, descriptor.workspace_bytes)
-    foreign = None
-    for view in views:
-        if view.producer_stream is not None:  # only __cuda_array_interface__ arrays name one
-            foreign = _streams.foreign_streams(launch.stream, views)
-            break
-    if foreign:
-        _streams.wait_for(foreign, launch.stream, launch.device_id)
-    check(compute(descriptor.pointer, workspace, descriptor.workspace_bytes, *pointers, launch.stream))
-    if foreign:
-        _streams.release(foreign, launch.stream, launch.device_id)
-    del workspace_owner  # safe once enqueued: CPU work is done, CUDA pools are ordered on the launch stream
+def _enqueue(compute, descriptor, views, pointers):
+    """compute(descriptor, workspace, bytes, *pointers, stream) on views[0]'s stream, through _streams.launch
+    (the workspace the descriptor needs, interface arrays' streams ordered around the launch)."""
+    stream = views[0].stream
+    _streams.launch(views, descriptor,
+                    lambda workspace: compute(descriptor.pointer, workspace, descriptor.workspace_bytes, *pointers,
+                                              stream))
 
 
 _operators = None  # smx.torch, once a torch tensor has come
@@ -268,6 +251,64 @@ def log_softmax_backward(grad_output, output, dim=-1, *, dtype=None, out=None, s
     if route is not None:
         return route.log_softmax_backward(grad_output, output, dim, dtype, out, stream)
     return _backward(grad_output, output, dim, dtype, out, stream, _LOG_SOFTMAX)
+
+
+def logsumexp(x, dim=-1, *, keepdim=False, out=None, stream=None):
+    """log(sum(exp(x))) along `dim`, as torch.logsumexp, reading x once: float32 (float64 for float64 x).
+
+    x: as for softmax(). A row holding NaN gives NaN, else a +inf gives +inf; all -inf (or an empty axis)
+    gives -inf. keepdim keeps `dim` with size 1. out: write here (x's library and device, the result's shape,
+    float32 or float64 as above). stream: as for softmax()."""
+    route = _torch_route(x)
+    if route is not None:
+        return route.logsumexp(x, dim, keepdim, out, stream)
+    return _logprobs.logsumexp(x, dim, keepdim, out, stream)
+
+
+def log_softmax_gather(x, index, dim=-1, *, check=False, stream=None):
+    """log_softmax(x, dim).gather(dim, index) without the full log-softmax: float32 (float64 for float64 x),
+    index's shape.
+
+    index: int32 or int64, x's shape but along `dim` (any size K, repeats allowed). Indices outside
+    [0, x.shape[dim]) (negative ones too, as torch.gather refuses them): on the host an IndexError before the
+    call; on a GPU the result holds +inf there (no log-probability is +inf), or, with check=True, an
+    IndexError after the call (which waits for the GPU). stream: as for softmax()."""
+    route = _torch_route(x)
+    if route is not None:
+        return route.log_softmax_gather(x, index, dim, check, stream)
+    return _logprobs.log_softmax_gather(x, index, dim, check, stream)
+
+
+def cross_entropy(logits, target, *, dim=-1, ignore_index=-100, label_smoothing=0.0, reduction="mean",
+                  inplace_backward=False, return_lse=False, weight=None, stream=None):
+    """F.cross_entropy(logits, target) with class indices along `dim` (default the last; torch's own takes
+    dim 1 for (N, C, ...) inputs: pass dim=1 there), reading the logits once.
+
+    logits: any float dtype; target: int32 or int64 class indices of logits' shape without `dim`. Returns the
+    loss, float32 (float64 for float64 logits): per row for reduction='none', else 0-d ('mean' divides by the
+    rows whose target is not ignore_index: NaN when there are none); with return_lse, (loss, lse), lse the
+    per-row logsumexp (no gradient flows through it). Torch tensors that require grad: autograd works, with
+    dlogits computed in the same pass as the loss; inplace_backward=True writes them over the logits (which
+    must not be needed afterwards). Targets out of range (and not ignore_index): IndexError on the host, NaN
+    loss and gradient rows on a GPU. Class weights and probability targets are not supported yet
+    (NotImplementedError)."""
+    if weight is not None:
+        raise NotImplementedError("smx.cross_entropy does not support class weights yet (weight=None only)")
+    route = _torch_route(logits)
+    if route is not None:
+        return route.cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, inplace_backward,
+                                   return_lse, stream)
+    _refuse_probability_target(target)
+    loss, lse = _logprobs.cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, return_lse,
+                                        None, stream)
+    return (loss, lse) if return_lse else loss
+
+
+def _refuse_probability_target(target):
+    dtype = getattr(target, "dtype", None)
+    if dtype is not None and getattr(dtype, "kind", None) == "f":
+        raise NotImplementedError("smx.cross_entropy takes class indices (int32/int64 target); probability "
+                                  "targets are not supported yet")
 
 
 def plan(x, dim=-1, *, dtype=None, log=False, scale=None, mask=None, causal=None, masked_rows="nan",

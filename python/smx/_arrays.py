@@ -11,8 +11,8 @@ import numpy as np
 
 from . import _dlpack, _driver, _dtypes
 
-__all__ = ["View", "describe", "stream_handle", "library_of", "empty_like_layout", "dense_strides_like",
-           "workspace", "CPU", "CUDA"]
+__all__ = ["View", "describe", "stream_handle", "library_of", "empty_like_layout", "empty", "c_layout",
+           "dense_strides_like", "workspace", "CPU", "CUDA"]
 
 CPU, CUDA = 1, 2  # smxDeviceType_t
 _WORKSPACE_ALIGNMENT = 256  # smxGetSoftmaxWorkspaceSize's contract
@@ -210,11 +210,12 @@ def _from_dlpack(obj, stream, writable, view, allow_bool=False):
     view.keepalive = capsule
 
 
-def describe(obj, stream, writable, allow_bool=False):
+def describe(obj, stream, writable, index=False, allow_bool=False):
     """The View of `obj`. `stream` is the caller's explicit stream handle or None (then: the current torch
     stream for torch tensors, the producer's stream for __cuda_array_interface__, else the legacy default).
-    `writable` marks an output, which must be writable memory of the object itself; `allow_bool` lets a bool
-    array through (a mask)."""
+    `writable` marks an output, which must be writable memory of the object itself. `index` marks an operand
+    of indices (int32, int64); every other operand is floating, except that `allow_bool` lets a bool array
+    through (a mask)."""
     view = View()
     view.keepalive = None
     view.producer_stream = None
@@ -241,6 +242,8 @@ def describe(obj, stream, writable, allow_bool=False):
                     raise TypeError(f"smx takes NumPy arrays, torch tensors, or arrays with "
                                     f"__cuda_array_interface__ or __dlpack__; got {type(obj).__module__}."
                                     f"{type(obj).__qualname__}")
+    if view.dtype != _dtypes.BOOL:
+        _dtypes.check_kind(view.dtype, index)
     if writable and view.read_only:
         raise ValueError(f"out= is read-only ({type(obj).__name__})")
     return view
@@ -269,6 +272,17 @@ def _dim_order(strides):
     if all(outer >= inner for outer, inner in zip(magnitudes, magnitudes[1:])):
         return list(range(len(strides)))  # already in memory order (row-major): the common case, no sort
     return sorted(range(len(strides)), key=lambda dim: -magnitudes[dim])
+
+
+def c_layout(shape, strides):
+    """shape and strides for a C tensor descriptor: a 0-d array becomes a 1-element 1-d tensor, and an array
+    with no elements gets row-major strides (NumPy gives such arrays zero strides; libsmx accepts any strides
+    there, and row-major ones keep the descriptor caches to one entry per empty shape)."""
+    if not shape:
+        return (1,), (1,)
+    if 0 in shape:
+        return shape, dense_strides_like(shape, None)
+    return shape, strides
 
 
 def dense_strides_like(shape, strides):
@@ -312,6 +326,15 @@ def empty_like_layout(obj, view, shape, code):
             return cupy.empty(ordered_shape, _dtypes.to_numpy(code)).transpose(inverse)
     raise TypeError(f"smx cannot allocate a result in {library} ({type(obj).__qualname__}); "
                     "pass out= (an array of the same shape on the same device)")
+
+
+def empty(obj, view, shape, code):
+    """A new row-major array of `shape` and dtype `code` in obj's library, on view's device (view: obj's)."""
+    row_major = View()
+    for name in View.__slots__:
+        setattr(row_major, name, getattr(view, name, None))
+    row_major.strides = dense_strides_like(shape, None)
+    return empty_like_layout(obj, row_major, shape, code)
 
 
 def workspace(view, nbytes):

@@ -1,5 +1,5 @@
-"""Handles (one per device) and softmax and softmax backward descriptors (one LRU keyed by the whole problem),
-shared by all threads under one lock.
+"""Handles (one per device) and descriptors of every operator (one LRU keyed by the whole problem), shared by
+all threads under one lock.
 
 A cached descriptor is a refcounted Python object: a thread that got it keeps it alive through its
 forward call even if another thread evicts it meanwhile; the C descriptor is destroyed when the last
@@ -15,7 +15,8 @@ import threading
 from ._errors import check
 from ._lib import lib
 
-__all__ = ["descriptor", "backward_descriptor", "cache_info", "cache_clear", "CacheInfo", "MAX_DESCRIPTORS"]
+__all__ = ["descriptor", "backward_descriptor", "cached", "tensor_descriptor", "workspace_and_plan", "cache_info",
+           "cache_clear", "CacheInfo", "MAX_DESCRIPTORS"]
 
 MAX_DESCRIPTORS = 256
 
@@ -37,7 +38,7 @@ class _Handle:
             _destroy(self.pointer)
 
 
-def _tensor_descriptor(dtype, shape, strides):
+def tensor_descriptor(dtype, shape, strides):
     ndim = len(shape)
     pointer = ctypes.c_void_p()
     check(lib.smxCreateTensorDescriptor(ctypes.byref(pointer), dtype, ndim, (ctypes.c_int64 * ndim)(*shape),
@@ -53,9 +54,9 @@ class Descriptor:
     def __init__(self, handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype, options=None):
         self.pointer = None
         self.handle = handle
-        x_desc = _tensor_descriptor(x_dtype, shape, x_strides)
+        x_desc = tensor_descriptor(x_dtype, shape, x_strides)
         try:
-            y_desc = _tensor_descriptor(y_dtype, shape, y_strides)
+            y_desc = tensor_descriptor(y_dtype, shape, y_strides)
             try:
                 pointer = ctypes.c_void_p()
                 if options is None:
@@ -71,7 +72,7 @@ class Descriptor:
                 lib.smxDestroyTensorDescriptor(y_desc)
         finally:
             lib.smxDestroyTensorDescriptor(x_desc)
-        self.workspace_bytes, self.plan = _workspace_and_plan(self.pointer, lib.smxGetSoftmaxWorkspaceSize,
+        self.workspace_bytes, self.plan = workspace_and_plan(self.pointer, lib.smxGetSoftmaxWorkspaceSize,
                                                               lib.smxGetSoftmaxPlan)
 
     def __del__(self, _destroy=lib.smxDestroySoftmaxDescriptor):
@@ -79,7 +80,7 @@ class Descriptor:
             _destroy(self.pointer)
 
 
-def _workspace_and_plan(pointer, get_workspace_size, get_plan):
+def workspace_and_plan(pointer, get_workspace_size, get_plan):
     """(workspace bytes, plan text) of a descriptor, through its operator's two getters."""
     workspace_bytes = ctypes.c_size_t()
     check(get_workspace_size(pointer, ctypes.byref(workspace_bytes)))
@@ -98,14 +99,14 @@ class BackwardDescriptor:
         tensors = []
         try:
             for dtype, strides in ((dx_dtype, dx_strides), (dy_dtype, dy_strides), (y_dtype, y_strides)):
-                tensors.append(_tensor_descriptor(dtype, shape, strides))
+                tensors.append(tensor_descriptor(dtype, shape, strides))
             pointer = ctypes.c_void_p()
             check(lib.smxCreateSoftmaxBackwardDescriptor(handle.pointer, ctypes.byref(pointer), mode, axis, *tensors))
             self.pointer = pointer.value
         finally:
             for tensor in tensors:
                 lib.smxDestroyTensorDescriptor(tensor)
-        self.workspace_bytes, self.plan = _workspace_and_plan(self.pointer, lib.smxGetSoftmaxBackwardWorkspaceSize,
+        self.workspace_bytes, self.plan = workspace_and_plan(self.pointer, lib.smxGetSoftmaxBackwardWorkspaceSize,
                                                               lib.smxGetSoftmaxBackwardPlan)
 
     def __del__(self, _destroy=lib.smxDestroySoftmaxBackwardDescriptor):
@@ -122,11 +123,12 @@ _stats = {"hits": 0, "misses": 0, "evictions": 0}
 
 
 def descriptor(device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype, options=None):
-    """The cached descriptor for this exact problem, created on a miss (evicting the least recently used
-    one past MAX_DESCRIPTORS). `axis` must be normalized to [0, ndim); `options` is None or _options.key()'s."""
+    """The cached softmax descriptor for this exact problem, created on a miss. `axis` must be normalized to
+    [0, ndim); `options` is None or _options.key()'s."""
     key = (device_type, device_id, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype, options)
-    return _cached(key, device_type, device_id, Descriptor, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype,
-                   options)
+    return cached(key, device_type, device_id,
+                  lambda handle: Descriptor(handle, mode, axis, shape, x_strides, y_strides, x_dtype, y_dtype,
+                                            options))
 
 
 def backward_descriptor(device_type, device_id, mode, axis, shape, dx_strides, dy_strides, y_strides, dx_dtype,
@@ -134,12 +136,15 @@ def backward_descriptor(device_type, device_id, mode, axis, shape, dx_strides, d
     """The cached backward descriptor for this exact problem, in the same LRU as descriptor()'s."""
     key = ("backward", device_type, device_id, mode, axis, shape, dx_strides, dy_strides, y_strides, dx_dtype,
            dy_dtype, y_dtype)
-    return _cached(key, device_type, device_id, BackwardDescriptor, mode, axis, shape, dx_strides, dy_strides,
-                   y_strides, dx_dtype, dy_dtype, y_dtype)
+    return cached(key, device_type, device_id,
+                  lambda handle: BackwardDescriptor(handle, mode, axis, shape, dx_strides, dy_strides, y_strides,
+                                                    dx_dtype, dy_dtype, y_dtype))
 
 
-def _cached(key, device_type, device_id, kind, *arguments):
-    """The descriptor cached under `key`, else a new kind(handle of the device, *arguments), cached."""
+def cached(key, device_type, device_id, make):
+    """The cached descriptor of any operator for `key` (a tuple naming the whole problem, device included,
+    and different for each operator), made by make(handle) on a miss, evicting the least recently used one
+    past MAX_DESCRIPTORS."""
     with _lock:
         found = _descriptors.get(key)
         if found is not None:
@@ -150,7 +155,7 @@ def _cached(key, device_type, device_id, kind, *arguments):
         handle = _handles.get((device_type, device_id))
         if handle is None:
             handle = _handles[(device_type, device_id)] = _Handle(device_type, device_id)
-        created = kind(handle, *arguments)
+        created = make(handle)
         _descriptors[key] = created
         if len(_descriptors) > MAX_DESCRIPTORS:
             _descriptors.popitem(last=False)

@@ -1,23 +1,39 @@
-"""The four element types smx computes on, and their spellings in NumPy, PyTorch, DLPack and CUDA arrays.
+"""The four element types smx computes on, the two index types, and their spellings in NumPy, PyTorch, DLPack
+and CUDA arrays.
 
-Internally a dtype is its smxDataType_t code (F16, BF16, F32, F64; BOOL for masks)."""
+Internally a dtype is its smxDataType_t code (F16, BF16, F32, F64; I32, I64 for indices and class targets;
+BOOL for masks). The readers below accept the first six, and BOOL where asked (`allow_bool`); whoever
+describes an operand says which kind it takes (_arrays.describe)."""
 
 import sys
 
 import numpy as np
 
 F16, BF16, F32, F64 = 1, 2, 3, 4
-NAMES = {F16: "float16", BF16: "bfloat16", F32: "float32", F64: "float64"}
-ITEMSIZE = {F16: 2, BF16: 2, F32: 4, F64: 8}
+I32, I64 = 5, 6
+FLOATING = (F16, BF16, F32, F64)
+INDEX = (I32, I64)
+NAMES = {F16: "float16", BF16: "bfloat16", F32: "float32", F64: "float64", I32: "int32", I64: "int64"}
+ITEMSIZE = {F16: 2, BF16: 2, F32: 4, F64: 8, I32: 4, I64: 8}
 _CODE_BY_NAME = {name: code for code, name in NAMES.items()}
 
 BOOL = 7  # SMX_DTYPE_BOOL: keep-masks only, never x or y (the `allow_bool` arguments below)
 
 # DLPack's DLDataTypeCode values, for naming the dtypes smx refuses.
 _DLPACK_KIND_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque_handle", 4: "bfloat", 5: "complex", 6: "bool"}
-_DLPACK_FLOAT, _DLPACK_BFLOAT, _DLPACK_BOOL = 2, 4, 6
+_DLPACK_INT, _DLPACK_FLOAT, _DLPACK_BFLOAT, _DLPACK_BOOL = 0, 2, 4, 6
 
 _SUPPORTED = "smx supports float16, bfloat16, float32 and float64"
+_SUPPORTED_INDICES = "smx takes int32 and int64 indices"
+_READABLE = f"{_SUPPORTED} (and int32 and int64 for indices)"  # what the readers below accept
+
+
+def check_kind(code, index):
+    """TypeError unless `code` is of the kind an operand takes: an index type where `index`, else floating."""
+    if index and code not in INDEX:
+        raise TypeError(f"{_SUPPORTED_INDICES}; got dtype {NAMES[code]}")
+    if not index and code not in FLOATING:
+        raise TypeError(f"{_SUPPORTED}; got dtype {NAMES[code]}")
 
 
 def _ml_dtypes_bfloat16():
@@ -30,7 +46,7 @@ def _ml_dtypes_bfloat16():
 
 
 # Native-order NumPy dtypes by object: a dict lookup, cheaper than reading dtype.name on every call.
-_NUMPY_CODES = {np.dtype(NAMES[code]): code for code in (F16, F32, F64)}
+_NUMPY_CODES = {np.dtype(NAMES[code]): code for code in (F16, F32, F64, I32, I64)}
 if _ml_dtypes_bfloat16() is not None:
     _NUMPY_CODES[_ml_dtypes_bfloat16()] = BF16
 
@@ -45,7 +61,7 @@ def from_numpy(dtype, allow_bool=False):
     name = dtype.name
     code = _CODE_BY_NAME.get(name)
     if code is None or (code == BF16 and dtype.itemsize != 2):
-        raise TypeError(f"{_SUPPORTED}; got dtype {name}")
+        raise TypeError(f"{_READABLE}; got dtype {name}")
     if not dtype.isnative:
         raise TypeError(f"{name} data in non-native byte order ({dtype.str}) is not supported; "
                         "convert it with .astype(its_dtype.newbyteorder('='))")
@@ -70,7 +86,8 @@ def _torch_tables():
     global _torch_code_of, _torch_dtype_of
     if _torch_code_of is None:
         torch = sys.modules["torch"]
-        dtype_of = {F16: torch.float16, BF16: torch.bfloat16, F32: torch.float32, F64: torch.float64}
+        dtype_of = {F16: torch.float16, BF16: torch.bfloat16, F32: torch.float32, F64: torch.float64,
+                    I32: torch.int32, I64: torch.int64}
         _torch_dtype_of = dtype_of
         _torch_code_of = {dtype: code for code, dtype in dtype_of.items()}  # published last: the check above
     return _torch_code_of, _torch_dtype_of
@@ -82,7 +99,7 @@ def from_torch(dtype, allow_bool=False):
     if code is None and allow_bool and dtype == sys.modules["torch"].bool:
         return BOOL
     if code is None:
-        raise TypeError(f"{_SUPPORTED}; got dtype {str(dtype).replace('torch.', '')}")
+        raise TypeError(f"{_READABLE}; got dtype {str(dtype).replace('torch.', '')}")
     return code
 
 
@@ -96,13 +113,15 @@ def from_dlpack(type_code, bits, lanes, allow_bool=False):
     if allow_bool and lanes == 1 and type_code == _DLPACK_BOOL and bits == 8:
         return BOOL
     if lanes == 1:
+        if type_code == _DLPACK_INT and bits in (32, 64):
+            return {32: I32, 64: I64}[bits]
         if type_code == _DLPACK_FLOAT and bits in (16, 32, 64):
             return {16: F16, 32: F32, 64: F64}[bits]
         if type_code == _DLPACK_BFLOAT and bits == 16:
             return BF16
     kind = _DLPACK_KIND_NAMES.get(type_code, f"dlpack_code{type_code}_")
     name = "bool" if kind == "bool" else f"{kind}{bits}" + (f"x{lanes}" if lanes != 1 else "")
-    raise TypeError(f"{_SUPPORTED}; got dtype {name}")
+    raise TypeError(f"{_READABLE}; got dtype {name}")
 
 
 def from_typestr(typestr, allow_bool=False):
@@ -113,21 +132,26 @@ def from_typestr(typestr, allow_bool=False):
         return None
     if allow_bool and dtype.kind == "b":
         return BOOL
-    if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8):
-        raise TypeError(f"{_SUPPORTED}; got dtype {dtype.name}")
+    floating, integer = dtype.kind == "f" and dtype.itemsize in (2, 4, 8), dtype.kind == "i" and dtype.itemsize in (4, 8)
+    if not (floating or integer):
+        raise TypeError(f"{_READABLE}; got dtype {dtype.name}")
     return from_numpy(dtype)
 
 
 def from_argument(dtype):
-    """The code of a user's dtype= argument: a torch dtype, one of the four names, or anything np.dtype()
-    accepts (np.float32, 'f4', ml_dtypes.bfloat16)."""
+    """The code of a user's dtype= argument, a floating dtype: a torch dtype, one of the four names, or anything
+    np.dtype() accepts (np.float32, 'f4', ml_dtypes.bfloat16)."""
     if isinstance(dtype, str) and dtype in _CODE_BY_NAME:
-        return _CODE_BY_NAME[dtype]
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(dtype, torch.dtype):
-        return from_torch(dtype)
-    try:
-        numpy_dtype = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"dtype={dtype!r} is not a dtype; {_SUPPORTED}") from None
-    return from_numpy(numpy_dtype)
+        code = _CODE_BY_NAME[dtype]
+    else:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(dtype, torch.dtype):
+            code = from_torch(dtype)
+        else:
+            try:
+                numpy_dtype = np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"dtype={dtype!r} is not a dtype; {_SUPPORTED}") from None
+            code = from_numpy(numpy_dtype)
+    check_kind(code, index=False)
+    return code

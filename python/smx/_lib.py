@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["lib", "path", "LOG_CALLBACK"]
+__all__ = ["lib", "path", "LOG_CALLBACK", "CrossEntropyOptions"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _SOURCE_ROOT = _PACKAGE_DIR.parent.parent  # python/smx -> python -> the repository
@@ -87,6 +87,15 @@ _c_int_p = ctypes.POINTER(ctypes.c_int)
 _c_int64_p = ctypes.POINTER(ctypes.c_int64)
 _c_void_p_p = ctypes.POINTER(ctypes.c_void_p)
 
+class CrossEntropyOptions(ctypes.Structure):
+    """smxCrossEntropyOptions_t (its size field set by the constructor)."""
+    _fields_ = [("size", ctypes.c_size_t), ("reduction", ctypes.c_int), ("ignoreIndex", ctypes.c_int64),
+                ("labelSmoothing", ctypes.c_double)]
+
+    def __init__(self, reduction, ignore_index, label_smoothing):
+        super().__init__(ctypes.sizeof(CrossEntropyOptions), reduction, ignore_index, label_smoothing)
+
+
 #: smxLogCallback_t: void (*)(smxLogLevel_t level, const char* message, void* userData)
 LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -129,6 +138,30 @@ _SIGNATURES = [
     ("smxSoftmaxForwardWithOptions", ctypes.c_int,
      [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
       ctypes.c_void_p, ctypes.c_void_p]),
+    ("smxCreateLogsumexpDescriptor", ctypes.c_int,
+     [ctypes.c_void_p, _c_void_p_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]),
+    ("smxGetLogsumexpWorkspaceSize", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
+    ("smxGetLogsumexpPlan", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p)]),
+    ("smxLogsumexp", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    ("smxDestroyLogsumexpDescriptor", ctypes.c_int, [ctypes.c_void_p]),
+    ("smxCreateLogSoftmaxGatherDescriptor", ctypes.c_int,
+     [ctypes.c_void_p, _c_void_p_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    ("smxGetLogSoftmaxGatherWorkspaceSize", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
+    ("smxGetLogSoftmaxGatherPlan", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p)]),
+    ("smxLogSoftmaxGather", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+      ctypes.c_void_p]),
+    ("smxDestroyLogSoftmaxGatherDescriptor", ctypes.c_int, [ctypes.c_void_p]),
+    ("smxCreateCrossEntropyDescriptor", ctypes.c_int,
+     [ctypes.c_void_p, _c_void_p_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    ("smxGetCrossEntropyWorkspaceSize", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
+    ("smxGetCrossEntropyPlan", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p)]),
+    ("smxCrossEntropy", ctypes.c_int,
+     [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+    ("smxDestroyCrossEntropyDescriptor", ctypes.c_int, [ctypes.c_void_p]),
     ("smxSetLogLevel", ctypes.c_int, [ctypes.c_int]),
     ("smxSetLogCallback", ctypes.c_int, [LOG_CALLBACK, ctypes.c_void_p]),
 ]

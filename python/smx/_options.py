@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from . import _arrays, _dtypes
-from ._cache import _tensor_descriptor
+from ._cache import tensor_descriptor
 from ._errors import check
 from ._lib import lib
 
@@ -120,7 +120,7 @@ def options_object(key):
         for setter, dtype_shape_strides in ((lib.smxSetSoftmaxScaleTensor, None if scale_tensor is None else
                                              (_dtypes.F32,) + scale_tensor), (lib.smxSetSoftmaxMask, mask)):
             if dtype_shape_strides is not None:
-                tensor = _tensor_descriptor(*dtype_shape_strides)
+                tensor = tensor_descriptor(*dtype_shape_strides)
                 try:
                     check(setter(pointer, tensor))
                 finally:

@@ -26,7 +26,8 @@ import os
 import sys
 import threading
 
-from . import _driver
+from . import _arrays, _driver
+from ._errors import check
 
 __all__ = ["foreign_streams", "wait_for", "release", "SYNC"]
 
@@ -207,3 +208,20 @@ def release(streams, launch_stream, device_id):
                 failure = failure or error
     if failure is not None:
         raise failure
+
+
+def launch(views, descriptor, call):
+    """Runs call(workspace) on views[0]'s stream: the workspace allocated there, and interface arrays whose
+    stream is not the launch stream ordered both ways around it (above). `views`: every operand."""
+    lead = views[0]
+    owner, workspace = None, None
+    if descriptor.workspace_bytes:
+        owner, workspace = _arrays.workspace(lead, descriptor.workspace_bytes)
+    foreign = foreign_streams(lead.stream, views) if any(
+        view.producer_stream is not None for view in views) else []
+    if foreign:
+        wait_for(foreign, lead.stream, lead.device_id)
+    check(call(workspace))
+    if foreign:
+        release(foreign, lead.stream, lead.device_id)
+    del owner  # safe once enqueued: CPU work is done, CUDA pools are ordered on the launch stream

@@ -2,7 +2,9 @@
 torch.ops.smx.softmax_backward and torch.ops.smx.log_softmax_backward (and the .out overloads of all four),
 registered with the dispatcher for CPU and CUDA, with fake kernels and autograd formulas, so
 torch.compile(fullgraph=True) traces through them and CUDA graphs capture them. The forward operators'
-gradients run the backward operators, whose own gradients make double backward work.
+gradients run the backward operators, whose own gradients make double backward work. The log-probability
+operators torch.ops.smx.logsumexp, log_softmax_gather and cross_entropy (with its fused-gradient variants)
+are registered the same way.
 
     import torch, smx.torch
     y = torch.ops.smx.softmax(x, -1)                 # or smx.softmax(x), which routes torch tensors here
@@ -28,7 +30,7 @@ import torch
 from . import _arrays, _dtypes, _errors, _lib
 
 __all__ = ["softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "softmax_with_options",
-           "log_softmax_with_options", "backend", "extension_path"]
+           "log_softmax_with_options", "logsumexp", "log_softmax_gather", "cross_entropy", "backend", "extension_path"]
 
 _SOFTMAX, _LOG_SOFTMAX = 1, 2  # smxSoftmaxMode_t
 
@@ -64,8 +66,24 @@ _SCHEMAS += [
     f"log_softmax_with_options.out({_OPTIONS_ARGUMENTS}, *, Tensor(a!) y) -> ()",
 ]
 
+# The log-probability operators (their fake kernels, Python kernels and autograd below, "Log-probabilities").
+# lse is always returned: its row of floats costs nothing beside the logits. cross_entropy_with_grad also
+# returns dlogits, the gradient of the loss for a grad_output of 1 (per row: of their sum); the trailing
+# underscore variant writes it over the logits instead.
+_LOGPROB_SCHEMAS = [
+    "logsumexp(Tensor x, int dim=-1, bool keepdim=False) -> Tensor",
+    "logsumexp.out(Tensor x, int dim=-1, bool keepdim=False, *, Tensor(a!) y) -> ()",
+    "log_softmax_gather(Tensor x, Tensor index, int dim=-1) -> Tensor",
+    "cross_entropy(Tensor logits, Tensor target, int dim=-1, int ignore_index=-100, float label_smoothing=0.0, "
+    "str reduction='mean') -> (Tensor, Tensor)",
+    "cross_entropy_with_grad(Tensor logits, Tensor target, int dim=-1, int ignore_index=-100, "
+    "float label_smoothing=0.0, str reduction='mean') -> (Tensor, Tensor, Tensor)",
+    "cross_entropy_with_grad_(Tensor(a!) logits, Tensor target, int dim=-1, int ignore_index=-100, "
+    "float label_smoothing=0.0, str reduction='mean') -> (Tensor, Tensor)",
+]
+
 _library = torch.library.Library("smx", "DEF")  # module-level: the definitions live as long as it does
-for _schema in _SCHEMAS:
+for _schema in _SCHEMAS + _LOGPROB_SCHEMAS:
     _library.define(_schema, tags=(torch.Tag.pt2_compliant_tag,))
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -269,7 +287,7 @@ def _load_extension():
         except AttributeError:
             return None
 
-    unresolved = extension.smx_torch_bind(_LOOKUP(lookup))
+    unresolved = extension.smx_torch_bind(_LOOKUP(lookup)) or extension.smx_torch_bind_logprobs(_LOOKUP(lookup))
     if unresolved:
         raise RuntimeError(f"the loaded libsmx ({_lib.path}) lacks entry point {unresolved} that the extension uses")
     extension.smx_torch_cache_info.argtypes = [ctypes.POINTER(ctypes.c_int64)]
@@ -318,6 +336,46 @@ def _register_python_kernels():
 
     _register_python_operators(("softmax", "log_softmax"), functional, out_variant, backward, setup_context)
     _register_python_backward_kernels()
+    _register_python_logprob_kernels()
+
+
+def _register_python_logprob_kernels():
+    """The log-probability operators' CPU and CUDA kernels through the ctypes binding (_logprobs)."""
+    from . import _logprobs
+
+    def logsumexp(x, dim=-1, keepdim=False):
+        _logsumexp_result(x, dim, keepdim)
+        return _logprobs.logsumexp(x, dim, keepdim, None, None)
+
+    def logsumexp_out(x, dim=-1, keepdim=False, *, y):
+        _logsumexp_out_check(x, dim, keepdim, y=y)
+        _logprobs.logsumexp(x, dim, keepdim, y, None)
+
+    def log_softmax_gather(x, index, dim=-1):
+        _gather_result(x, index, dim)
+        return _logprobs.log_softmax_gather(x, index, dim, False, None)
+
+    def cross_entropy(logits, target, dim=-1, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        _cross_entropy_results(logits, target, dim, ignore_index, label_smoothing, reduction)
+        return _logprobs.cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, True, None, None)
+
+    def cross_entropy_with_grad(logits, target, dim=-1, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        *_, dlogits = _cross_entropy_with_grad_results(logits, target, dim, ignore_index, label_smoothing, reduction)
+        loss, lse = _logprobs.cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, True,
+                                            dlogits, None)
+        return loss, lse, dlogits
+
+    def cross_entropy_with_grad_(logits, target, dim=-1, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        _cross_entropy_results(logits, target, dim, ignore_index, label_smoothing, reduction)
+        return _logprobs.cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, True, logits,
+                                       None)
+
+    kernels = {"logsumexp": logsumexp, "logsumexp.out": logsumexp_out, "log_softmax_gather": log_softmax_gather,
+               "cross_entropy": cross_entropy, "cross_entropy_with_grad": cross_entropy_with_grad,
+               "cross_entropy_with_grad_": cross_entropy_with_grad_}
+    for name, kernel in kernels.items():
+        for device in ("CPU", "CUDA"):
+            _library.impl(name, kernel, device)
 
 
 def _register_python_backward_kernels():
@@ -617,3 +675,251 @@ def log_softmax_with_options(x, dim=-1, dtype=None, out=None, stream=None, scale
     """smx.log_softmax with options for a torch tensor: torch.ops.smx.log_softmax_with_options."""
     options = (scale, mask, causal, masked_rows, batch_invariant)
     return _run(*(_with_options(operator, *options) for operator in _log_softmax_options), x, dim, dtype, out, stream)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Log-probabilities: logsumexp, log_softmax_gather, cross_entropy (schemas at the top, _LOGPROB_SCHEMAS).
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def _statistics_dtype(dtype):
+    """float64 for float64 input, else float32: the dtype of every log-probability result but dlogits."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _check_index_tensor(x, index, name):
+    if index.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"smx takes int32 and int64 indices; got dtype {_dtype_name(index.dtype)} for {name}")
+    if index.device != x.device:
+        raise ValueError(f"{name} is on {_device_name(index.device)} but x is on {_device_name(x.device)}")
+
+
+def _logsumexp_meta(x, dim, keepdim):
+    """(result shape, result dtype) after the checks that need no data."""
+    from ._logprobs import per_row_shape
+    _check_dtype(x.dtype)
+    axis = _check_dim(dim, x.dim())
+    return per_row_shape(tuple(x.shape), axis, keepdim), _statistics_dtype(x.dtype)
+
+
+def _logsumexp_result(x, dim=-1, keepdim=False):
+    shape, dtype = _logsumexp_meta(x, dim, keepdim)
+    return x.new_empty(shape, dtype=dtype)
+
+
+def _logsumexp_out_check(x, dim=-1, keepdim=False, *, y):
+    shape, dtype = _logsumexp_meta(x, dim, keepdim)
+    if y.device != x.device:
+        raise ValueError(f"out is on {_device_name(y.device)} but x is on {_device_name(x.device)}")
+    if tuple(y.shape) != shape:
+        raise ValueError(f"out has shape {tuple(y.shape)} but must have shape {shape}")
+    if y.dtype != dtype:
+        raise TypeError(f"out has dtype {_dtype_name(y.dtype)} but must be {_dtype_name(dtype)}")
+
+
+def _gather_result(x, index, dim=-1):
+    from ._logprobs import check_gathered_shape
+    _check_dtype(x.dtype)
+    _check_index_tensor(x, index, "index")
+    axis = _check_dim(dim, x.dim())
+    check_gathered_shape(tuple(x.shape), tuple(index.shape), axis)
+    return index.new_empty(index.shape, dtype=_statistics_dtype(x.dtype))
+
+
+def _cross_entropy_meta(logits, target, dim, ignore_index, label_smoothing, reduction):
+    """(axis, loss shape, per-row shape, result dtype) after the checks that need no data."""
+    from ._logprobs import check_label_smoothing, check_reduction, check_target_shape, per_row_shape
+    _check_dtype(logits.dtype)
+    _check_index_tensor(logits, target, "target")
+    axis = _check_dim(dim, logits.dim())
+    check_target_shape(tuple(logits.shape), tuple(target.shape), axis)
+    reduced = check_reduction(reduction) != 0
+    check_label_smoothing(label_smoothing)
+    rows = per_row_shape(tuple(logits.shape), axis)
+    return axis, () if reduced else rows, rows, _statistics_dtype(logits.dtype)
+
+
+def _cross_entropy_results(logits, target, dim=-1, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    _, loss_shape, rows, dtype = _cross_entropy_meta(logits, target, dim, ignore_index, label_smoothing, reduction)
+    return logits.new_empty(loss_shape, dtype=dtype), logits.new_empty(rows, dtype=dtype)
+
+
+def _cross_entropy_with_grad_results(logits, target, dim=-1, ignore_index=-100, label_smoothing=0.0,
+                                     reduction="mean"):
+    loss, lse = _cross_entropy_results(logits, target, dim, ignore_index, label_smoothing, reduction)
+    return loss, lse, torch.empty_like(logits)
+
+
+for _name, _fake in (("logsumexp", _logsumexp_result), ("logsumexp.out", _logsumexp_out_check),
+                     ("log_softmax_gather", _gather_result), ("cross_entropy", _cross_entropy_results),
+                     ("cross_entropy_with_grad", _cross_entropy_with_grad_results),
+                     ("cross_entropy_with_grad_", _cross_entropy_results)):
+    torch.library.register_fake(f"smx::{_name}", _fake, lib=_library)
+
+
+# Autograd of the operators called directly, in torch ops: what the fused path (cross_entropy below, with
+# dlogits from the forward) does not need. lse carries no gradient.
+
+def _unsqueeze_rows(t, axis, ndim):
+    """A per-row tensor broadcastable against the full one (nothing to do for a 0-d full tensor)."""
+    return t.unsqueeze(axis) if ndim > 0 else t
+
+
+def _logsumexp_setup(ctx, inputs, output):
+    x, dim, keepdim = (list(inputs) + [-1, False])[:3]
+    ctx.save_for_backward(x, output)
+    ctx.axis, ctx.keepdim = _check_dim(dim, x.dim()), keepdim
+
+
+def _logsumexp_backward(ctx, grad):
+    x, out = ctx.saved_tensors
+    if not ctx.keepdim:
+        out, grad = _unsqueeze_rows(out, ctx.axis, x.dim()), _unsqueeze_rows(grad, ctx.axis, x.dim())
+    return (grad * torch.exp(x.to(out.dtype) - out)).to(x.dtype), None, None
+
+
+def _gather_setup(ctx, inputs, output):
+    x, index, dim = (list(inputs) + [-1])[:3]
+    ctx.save_for_backward(x, index)
+    ctx.axis = _check_dim(dim, x.dim())
+
+
+def _gather_backward(ctx, grad):
+    x, index = ctx.saved_tensors
+    n = x.shape[ctx.axis] if x.dim() else 1
+    inside = (index >= 0) & (index < n)  # an index out of range got +inf and passes no gradient back
+    grad = torch.where(inside, grad, torch.zeros((), dtype=grad.dtype, device=grad.device))
+    flat_x, flat_index, flat_grad = (t.reshape(1) if x.dim() == 0 else t for t in (x, index.clamp(0, n - 1), grad))
+    probabilities = torch.softmax(flat_x, ctx.axis, dtype=grad.dtype)
+    dx = torch.zeros_like(probabilities).scatter_add_(ctx.axis, flat_index.long(), flat_grad)
+    dx = dx - probabilities * flat_grad.sum(ctx.axis, keepdim=True)
+    return dx.reshape(x.shape).to(x.dtype), None, None
+
+
+def _cross_entropy_setup(ctx, inputs, output):
+    logits, target, dim, ignore_index, label_smoothing, reduction = (
+        list(inputs) + [-1, -100, 0.0, "mean"][len(inputs) - 2:])[:6]
+    ctx.save_for_backward(logits, target, output[1])
+    ctx.mark_non_differentiable(output[1])
+    ctx.axis = _check_dim(dim, logits.dim())
+    ctx.ignore_index, ctx.label_smoothing, ctx.reduction = ignore_index, label_smoothing, reduction
+
+
+def _cross_entropy_backward(ctx, grad_loss, _grad_lse):
+    logits, target, lse = ctx.saved_tensors
+    axis, eps = ctx.axis, ctx.label_smoothing
+    full = logits.reshape(1) if logits.dim() == 0 else logits
+    rows_target = target.reshape(1) if logits.dim() == 0 else target
+    classes = full.shape[axis]
+    counted = rows_target != ctx.ignore_index
+    smoothed = torch.softmax(full, axis, dtype=lse.dtype) - eps / classes
+    picked = torch.where(counted, rows_target, 0).clamp(0, classes - 1).long().unsqueeze(axis)
+    grad = smoothed.scatter_add(axis, picked, torch.full(picked.shape, eps - 1.0, dtype=lse.dtype,
+                                                         device=lse.device))
+    scale = counted.to(lse.dtype)
+    if ctx.reduction == "mean":
+        scale = scale / counted.sum()
+    scale = scale * (grad_loss if ctx.reduction != "none" else grad_loss.reshape(scale.shape))
+    return (grad * scale.unsqueeze(axis)).reshape(logits.shape).to(logits.dtype), None, None, None, None, None
+
+
+torch.library.register_autograd("smx::logsumexp", _logsumexp_backward, setup_context=_logsumexp_setup, lib=_library)
+torch.library.register_autograd("smx::log_softmax_gather", _gather_backward, setup_context=_gather_setup,
+                                lib=_library)
+torch.library.register_autograd("smx::cross_entropy", _cross_entropy_backward, setup_context=_cross_entropy_setup,
+                                lib=_library)
+
+
+class _CrossEntropyFunction(torch.autograd.Function):
+    """The loss with dlogits computed in its forward pass (logits read once): backward only scales them by
+    grad_output. In place (inplace_backward) dlogits overwrite the logits, which autograd then sees as
+    written (mark_dirty), so any other use of their old values refuses rather than reading gradients."""
+
+    @staticmethod
+    def forward(ctx, logits, target, dim, ignore_index, label_smoothing, reduction, inplace):
+        if inplace:
+            loss, lse = _cross_entropy_with_grad_(logits, target, dim, ignore_index, label_smoothing, reduction)
+            dlogits = logits
+            ctx.mark_dirty(logits)
+        else:
+            loss, lse, dlogits = _cross_entropy_with_grad(logits, target, dim, ignore_index, label_smoothing,
+                                                          reduction)
+        ctx.mark_non_differentiable(lse)
+        ctx.save_for_backward(dlogits)
+        ctx.axis, ctx.reduced = _check_dim(dim, logits.dim()), reduction != "none"
+        return (loss, lse, logits) if inplace else (loss, lse)
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_lse, *_grad_logits):
+        (dlogits,) = ctx.saved_tensors
+        scale = grad_loss if ctx.reduced else _unsqueeze_rows(grad_loss, ctx.axis, dlogits.dim())
+        return (dlogits * scale).to(dlogits.dtype), None, None, None, None, None, None
+
+
+_logsumexp, _logsumexp_out = torch.ops.smx.logsumexp.default, torch.ops.smx.logsumexp.out
+_log_softmax_gather = torch.ops.smx.log_softmax_gather.default
+_cross_entropy = torch.ops.smx.cross_entropy.default
+_cross_entropy_with_grad = torch.ops.smx.cross_entropy_with_grad.default
+_cross_entropy_with_grad_ = torch.ops.smx.cross_entropy_with_grad_.default
+
+
+def _translated(call, x, stream):
+    """call() on `stream` (as torch's current stream; on the CPU checked, then ignored), with libsmx's errors
+    as smx's exceptions."""
+    if stream is not None:
+        if x.device.type != "cuda":
+            _arrays.stream_handle(stream)
+        else:
+            with torch.cuda.stream(_launch_stream(stream, x.device)):
+                return _translated(call, x, None)
+    try:
+        return call()
+    except (RuntimeError, ValueError, TypeError) as error:  # NotImplementedError is a RuntimeError
+        translated = _smx_error(error)
+        if translated is None:
+            raise
+        raise translated from None
+
+
+def logsumexp(x, dim=-1, keepdim=False, out=None, stream=None):
+    """smx.logsumexp for a torch tensor: torch.ops.smx.logsumexp (.out with out=)."""
+    if out is None:
+        return _translated(lambda: _logsumexp(x, dim, keepdim), x, stream)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out is a {_arrays.library_of(out)} array but x is a torch array; smx writes only into "
+                        "arrays of x's own library")
+    _translated(lambda: _logsumexp_out(x, dim, keepdim, y=out), x, stream)
+    return out
+
+
+def log_softmax_gather(x, index, dim=-1, check=False, stream=None):
+    """smx.log_softmax_gather for a torch tensor: torch.ops.smx.log_softmax_gather; check=True on a GPU
+    waits for the result and raises IndexError where an index was out of range (+inf)."""
+    result = _translated(lambda: _log_softmax_gather(x, index, dim), x, stream)
+    if check and x.device.type == "cuda" and bool(torch.isposinf(result).any()):
+        raise IndexError(f"an index is out of bounds for dimension {_check_dim(dim, x.dim())} with size "
+                         f"{x.shape[_check_dim(dim, x.dim())] if x.dim() else 1} (check=True)")
+    return result
+
+
+def cross_entropy(logits, target, dim=-1, ignore_index=-100, label_smoothing=0.0, reduction="mean",
+                  inplace_backward=False, return_lse=False, stream=None):
+    """smx.cross_entropy for torch tensors: where autograd records, the fused loss-and-dlogits forward
+    (_CrossEntropyFunction), else torch.ops.smx.cross_entropy."""
+    if isinstance(target, torch.Tensor) and target.is_floating_point():
+        raise NotImplementedError("smx.cross_entropy takes class indices (int32/int64 target); probability "
+                                  "targets are not supported yet")
+    from ._logprobs import check_integer
+    ignore_index = check_integer("ignore_index", ignore_index)
+    label_smoothing = float(label_smoothing) if isinstance(label_smoothing, int) else label_smoothing
+
+    def call():
+        if torch.is_grad_enabled() and logits.requires_grad:
+            loss, lse = _CrossEntropyFunction.apply(logits, target, dim, ignore_index, label_smoothing, reduction,
+                                                    bool(inplace_backward))[:2]
+        else:
+            loss, lse = _cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction)
+        return (loss, lse) if return_lse else loss
+
+    return _translated(call, logits, stream)

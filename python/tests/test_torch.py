@@ -313,6 +313,17 @@ def test_libsmx_errors_raise_smx_exceptions_through_smx_and_builtins_through_tor
         smx.softmax(torch.ones((1,) * 9, dtype=torch.float64))  # more dims than libsmx takes
 
 
+@pytest.mark.parametrize("ndim", [9, 24])
+def test_tensors_of_more_than_8_dims_are_refused_with_libsmx_message(ndim):
+    # The extension reads a tensor's layout into 8-entry arrays: it must refuse before, not overflow them.
+    x = torch.ones((1,) * ndim, dtype=torch.float32)
+    calls = (lambda: torch.ops.smx.softmax(x, -1), lambda: torch.ops.smx.softmax_backward(x, x, -1),
+             lambda: torch.ops.smx.logsumexp(x, -1))
+    for call in calls:
+        with pytest.raises(ValueError, match=r"ndim \d+ out of range: a tensor has 1 to 8 dimensions"):
+            call()
+
+
 def test_float64_to_float32_through_the_op_is_computed_in_float64(rng):
     x = random_tensor(rng, (3, 40), "float64")
     y = torch.ops.smx.softmax(x, -1, torch.float32)

@@ -25,6 +25,8 @@ inline constexpr DtypeTraits kDtypes[] = {
     {SMX_DTYPE_BF16, "bf16", 2, true},
     {SMX_DTYPE_F32, "f32", 4, true},
     {SMX_DTYPE_F64, "f64", 8, true},
+    {SMX_DTYPE_I32, "i32", 4, false},
+    {SMX_DTYPE_I64, "i64", 8, false},
     {SMX_DTYPE_BOOL, "bool", 1, false},
 };
 
@@ -43,6 +45,9 @@ inline bool is_floating_dtype(smxDataType_t dtype) {
     const DtypeTraits* traits = dtype_traits(dtype);
     return traits != nullptr && traits->floating;
 }
+
+// Whether `dtype` holds indices (I32, I64), as gather indices and class targets must; a bool mask does not.
+inline bool is_index_dtype(smxDataType_t dtype) { return dtype == SMX_DTYPE_I32 || dtype == SMX_DTYPE_I64; }
 
 inline std::size_t dtype_size(smxDataType_t dtype) {
     const DtypeTraits* traits = dtype_traits(dtype);
@@ -98,9 +103,25 @@ inline double load_as_double(const void* base, smxDataType_t dtype, std::int64_t
         case SMX_DTYPE_BF16: return bf16_bits_to_double(static_cast<const std::uint16_t*>(base)[index]);
         case SMX_DTYPE_F32: return static_cast<double>(static_cast<const float*>(base)[index]);
         case SMX_DTYPE_F64: return static_cast<const double*>(base)[index];
+        case SMX_DTYPE_I32: return static_cast<double>(static_cast<const std::int32_t*>(base)[index]);
+        case SMX_DTYPE_I64: return static_cast<double>(static_cast<const std::int64_t*>(base)[index]);
         case SMX_DTYPE_BOOL: return static_cast<const std::uint8_t*>(base)[index] != 0 ? 1.0 : 0.0;
     }
     return 0.0;
+}
+
+// Reads element `index` of an index tensor (I32 or I64) at `base`; 0 for any other dtype (never asked).
+inline std::int64_t load_index(const void* base, smxDataType_t dtype, std::int64_t index) {
+    switch (dtype) {
+        case SMX_DTYPE_I32: return static_cast<const std::int32_t*>(base)[index];
+        case SMX_DTYPE_I64: return static_cast<const std::int64_t*>(base)[index];
+        case SMX_DTYPE_F16:
+        case SMX_DTYPE_BF16:
+        case SMX_DTYPE_F32:
+        case SMX_DTYPE_F64:
+        case SMX_DTYPE_BOOL: break;
+    }
+    return 0;
 }
 
 // Writes `value`, rounded once to `dtype`, to element `index` of a tensor at `base`.
@@ -110,6 +131,8 @@ inline void store_from_double(void* base, smxDataType_t dtype, std::int64_t inde
         case SMX_DTYPE_BF16: static_cast<std::uint16_t*>(base)[index] = double_to_bf16_bits(value); break;
         case SMX_DTYPE_F32: static_cast<float*>(base)[index] = static_cast<float>(value); break;
         case SMX_DTYPE_F64: static_cast<double*>(base)[index] = value; break;
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64: break;  // no operator writes indices
         case SMX_DTYPE_BOOL: static_cast<std::uint8_t*>(base)[index] = value != 0.0 ? 1 : 0; break;  // tests' masks
     }
 }

@@ -25,7 +25,8 @@ namespace {
 smxStatus_t validate_and_fill(smxTensorDescriptor* out, int dtype_value, int ndim, const std::int64_t* shape,
                               const std::int64_t* strides) {
     if (!is_valid_dtype(dtype_value)) {
-        return fail(SMX_STATUS_BAD_PARAM_DTYPE, "dtype {} is not an smxDataType_t (F16=1, BF16=2, F32=3, F64=4, BOOL=7)",
+        return fail(SMX_STATUS_BAD_PARAM_DTYPE,
+                    "dtype {} is not an smxDataType_t (F16=1, BF16=2, F32=3, F64=4, I32=5, I64=6, BOOL=7)",
                     dtype_value);
     }
     const auto dtype = static_cast<smxDataType_t>(dtype_value);

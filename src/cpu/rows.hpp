@@ -17,12 +17,17 @@ namespace smx {
 // Every thread gets at least this many elements, so small problems stay on the calling thread.
 constexpr std::int64_t kMinElementsPerThread = 1 << 16;
 
-// The threads a CPU plan uses for `geometry`: at most `max_threads`, one per kMinElementsPerThread elements,
-// one per row.
-inline int cpu_threads_for(const RowGeometry& geometry, int max_threads) {
-    const std::int64_t by_size = std::max<std::int64_t>(1, geometry.numel / kMinElementsPerThread);
+// The threads a CPU plan uses for `geometry` when a call touches `elements` elements: at most `max_threads`,
+// one per kMinElementsPerThread elements, one per row.
+inline int cpu_threads_for(const RowGeometry& geometry, int max_threads, std::int64_t elements) {
+    const std::int64_t by_size = std::max<std::int64_t>(1, elements / kMinElementsPerThread);
     return static_cast<int>(
         std::min<std::int64_t>({std::max(1, max_threads), by_size, std::max<std::int64_t>(1, geometry.rows)}));
+}
+
+// The same for a call that touches the geometry's numel elements (x's).
+inline int cpu_threads_for(const RowGeometry& geometry, int max_threads) {
+    return cpu_threads_for(geometry, max_threads, geometry.numel);
 }
 
 // Element offset of row `row`'s first element in an operand laid out as `layout`.

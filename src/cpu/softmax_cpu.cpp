@@ -2,8 +2,9 @@
 //
 // Each row is read three times (max, sum of exponentials, output) and accumulated in double, so the
 // result is the float64 softmax of the input values, rounded once to the output dtype. Rows are split
-// across threads in contiguous chunks. NaN is the one special value handled explicitly: everything else
-// (+inf, all -inf, -inf among finite values) falls out of IEEE double arithmetic exactly as in PyTorch.
+// across threads in contiguous chunks (cpu/rows.hpp). NaN is the one special value handled explicitly:
+// everything else (+inf, all -inf, -inf among finite values) falls out of IEEE double arithmetic exactly as
+// in PyTorch.
 #include "cpu/softmax_cpu.hpp"
 
 #include <cmath>

@@ -6,6 +6,8 @@
 
 #include "core/device_limits.hpp"
 #include "cuda/plan/preferences.hpp"
+#include "ops/logprobs/info.hpp"
+#include "ops/logprobs/plan.hpp"
 #include "ops/softmax/info.hpp"
 #include "ops/softmax/plan.hpp"
 #include "ops/softmax_backward/info.hpp"
@@ -27,11 +29,20 @@ smxStatus_t make_cuda_softmax_backward_plan(const SoftmaxBackwardInfo& info, int
                                             const cuda::PlanPreferences& preferences,
                                             std::unique_ptr<SoftmaxBackwardPlan>* plan);
 
-// Forward-time check that y and x are memory the device `device_id` can address (device or managed
-// memory of that device, or mapped host memory); refuses plain host pointers and other devices' memory.
-smxStatus_t cuda_check_data_pointers(int device_id, const void* y, const void* x);
+// The log-probability operators' plans (src/cuda/logprobs/): the same contract as make_cuda_softmax_plan, with
+// run() bound by ops/logprobs/plan.hpp.
+smxStatus_t make_cuda_logsumexp_plan(const LogsumexpInfo& info, int device_id, const DeviceLimits& limits,
+                                     const cuda::PlanPreferences& preferences, std::unique_ptr<LogsumexpPlan>* plan);
+smxStatus_t make_cuda_log_softmax_gather_plan(const LogSoftmaxGatherInfo& info, int device_id,
+                                              const DeviceLimits& limits, const cuda::PlanPreferences& preferences,
+                                              std::unique_ptr<LogSoftmaxGatherPlan>* plan);
+smxStatus_t make_cuda_cross_entropy_plan(const CrossEntropyInfo& info, int device_id, const DeviceLimits& limits,
+                                         const cuda::PlanPreferences& preferences,
+                                         std::unique_ptr<CrossEntropyPlan>* plan);
 
-// The same check for one pointer, named `name` in the message ("dy"): for operators with other operands.
-smxStatus_t cuda_check_data_pointer(int device_id, const void* pointer, const char* name);
+// Call-time check that each operand of `operands` whose pointer is not NULL is memory the device `device_id`
+// can address (device or managed memory of that device, or mapped host memory), naming it by its
+// OperandPointer name; refuses plain host pointers and other devices' memory.
+smxStatus_t cuda_check_operand_pointers(int device_id, const OperandPointer* operands, int count);
 
 }  // namespace smx

@@ -124,13 +124,12 @@ smxStatus_t check_one_pointer(int device_id, const void* pointer, const char* wh
 
 }  // namespace
 
-smxStatus_t cuda_check_data_pointers(int device_id, const void* y, const void* x) {
-    SMX_RETURN_IF_ERROR(check_one_pointer(device_id, x, "x"));
-    return check_one_pointer(device_id, y, "y");
-}
-
-smxStatus_t cuda_check_data_pointer(int device_id, const void* pointer, const char* name) {
-    return check_one_pointer(device_id, pointer, name);
+smxStatus_t cuda_check_operand_pointers(int device_id, const OperandPointer* operands, int count) {
+    for (int k = 0; k < count; ++k) {
+        if (operands[k].pointer == nullptr) continue;
+        SMX_RETURN_IF_ERROR(check_one_pointer(device_id, operands[k].pointer, operands[k].name));
+    }
+    return SMX_STATUS_SUCCESS;
 }
 
 }  // namespace smx

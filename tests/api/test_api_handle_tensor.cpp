@@ -117,7 +117,7 @@ TEST_CASE("smxCreateTensorDescriptor refuses NULL desc and NULL shape", "[api]")
 
 TEST_CASE("smxCreateTensorDescriptor refuses a dtype that is not an smxDataType_t", "[api]") {
     const std::int64_t shape[1] = {4};
-    for (int dtype : {0, 8, -1}) {
+    for (int dtype : {0, 8, 1000, -1}) {
         smxTensorDescriptor_t desc = garbage_pointer<smxTensorDescriptor_t>();
         CHECK(smxCreateTensorDescriptor(&desc, static_cast<smxDataType_t>(dtype), 1, shape, nullptr) ==
               SMX_STATUS_BAD_PARAM_DTYPE);

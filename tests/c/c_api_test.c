@@ -1,6 +1,6 @@
 /* c_api_test.c - the C API used from C99: a CPU handle, descriptors, softmax and log-softmax of a small
  * tensor checked against a plain double computation, the softmax backward of it checked the same way, one
- * refusal with its message, and clean teardown.
+ * call of each log-probability operator, one refusal with its message, and clean teardown.
  * Exits 0 when every check passes, 1 otherwise (CTest: smx_c_api). */
 #include <math.h>
 #include <stdio.h>
@@ -117,6 +117,73 @@ static void check_backward(smxHandle_t handle, smxTensorDescriptor_t desc, const
     CHECK(smxDestroySoftmaxDescriptor(softmax) == SMX_STATUS_SUCCESS);
 }
 
+/* Logsumexp, log-softmax gather and a mean cross-entropy with its dlogits, one call each, against the log-softmax
+ * reference: logsumexp = x - log_softmax(x) at any element; the loss is the mean of -log_softmax at the targets. */
+static void check_log_probabilities(smxHandle_t handle, smxTensorDescriptor_t desc, const float* x) {
+    const int64_t rows_shape[1] = {ROWS};
+    const int64_t gathered_shape[2] = {ROWS, 2};
+    const int64_t one[1] = {1};
+    smxTensorDescriptor_t rows_f32 = NULL, rows_i64 = NULL, gathered_f32 = NULL, gathered_i64 = NULL, loss_desc = NULL;
+    smxLogsumexpDescriptor_t logsumexp = NULL;
+    smxLogSoftmaxGatherDescriptor_t gather = NULL;
+    smxCrossEntropyDescriptor_t cross_entropy = NULL;
+    smxCrossEntropyOptions_t options = SMX_CROSS_ENTROPY_OPTIONS_INIT;
+    double logp[ROWS * ROW_LEN], expected_loss = 0.0;
+    void* workspace = NULL;
+    float lse[ROWS], gathered[ROWS * 2], loss, dlogits[ROWS * ROW_LEN];
+    int64_t index[ROWS * 2], target[ROWS];
+    size_t workspace_bytes = 0;
+    int r, j;
+
+    reference(x, logp, 1);
+    for (r = 0; r < ROWS; ++r) {
+        index[2 * r] = r % ROW_LEN;
+        index[2 * r + 1] = ROW_LEN;  /* out of range: +inf */
+        target[r] = (2 * r + 1) % ROW_LEN;
+        expected_loss -= logp[r * ROW_LEN + target[r]] / ROWS;
+    }
+    REQUIRE_OK(smxCreateTensorDescriptor(&rows_f32, SMX_DTYPE_F32, 1, rows_shape, NULL));
+    REQUIRE_OK(smxCreateTensorDescriptor(&rows_i64, SMX_DTYPE_I64, 1, rows_shape, NULL));
+    REQUIRE_OK(smxCreateTensorDescriptor(&gathered_f32, SMX_DTYPE_F32, 2, gathered_shape, NULL));
+    REQUIRE_OK(smxCreateTensorDescriptor(&gathered_i64, SMX_DTYPE_I64, 2, gathered_shape, NULL));
+    REQUIRE_OK(smxCreateTensorDescriptor(&loss_desc, SMX_DTYPE_F32, 1, one, NULL));
+
+    REQUIRE_OK(smxCreateLogsumexpDescriptor(handle, &logsumexp, -1, rows_f32, desc));
+    memset(lse, 0xFF, sizeof lse);
+    REQUIRE_OK(smxLogsumexp(logsumexp, NULL, 0, lse, x, NULL));
+    REQUIRE_OK(smxCreateLogSoftmaxGatherDescriptor(handle, &gather, -1, gathered_f32, desc, gathered_i64));
+    memset(gathered, 0xFF, sizeof gathered);
+    REQUIRE_OK(smxLogSoftmaxGather(gather, NULL, 0, gathered, x, index, NULL));
+    REQUIRE_OK(smxCreateCrossEntropyDescriptor(handle, &cross_entropy, -1, &options, loss_desc, NULL, desc, desc, rows_i64));
+    REQUIRE_OK(smxGetCrossEntropyWorkspaceSize(cross_entropy, &workspace_bytes));
+    workspace = malloc(workspace_bytes); /* malloc's alignment is at least the 16 bytes a workspace needs */
+    CHECK(workspace_bytes == 0 || workspace != NULL);
+    memset(dlogits, 0xFF, sizeof dlogits);
+    REQUIRE_OK(smxCrossEntropy(cross_entropy, workspace, workspace_bytes, &loss, NULL, dlogits, x, target, NULL));
+
+    for (r = 0; r < ROWS; ++r) {
+        const double row_lse = x[r * ROW_LEN] - logp[r * ROW_LEN];
+        CHECK(fabs(lse[r] - row_lse) <= 1e-5 * (fabs(row_lse) + 1.0));
+        CHECK(fabs(gathered[2 * r] - logp[r * ROW_LEN + index[2 * r]]) <= 1e-5 * (fabs(gathered[2 * r]) + 1.0));
+        CHECK(isinf(gathered[2 * r + 1]) && gathered[2 * r + 1] > 0);
+        for (j = 0; j < ROW_LEN; ++j) {
+            const double grad = (exp(logp[r * ROW_LEN + j]) - (j == target[r] ? 1.0 : 0.0)) / ROWS;
+            CHECK(fabs(dlogits[r * ROW_LEN + j] - grad) <= 1e-5 * (fabs(grad) + 1e-3));
+        }
+    }
+    CHECK(fabs(loss - expected_loss) <= 1e-5 * (fabs(expected_loss) + 1.0));
+
+    free(workspace);
+    CHECK(smxDestroyCrossEntropyDescriptor(cross_entropy) == SMX_STATUS_SUCCESS);
+    CHECK(smxDestroyLogSoftmaxGatherDescriptor(gather) == SMX_STATUS_SUCCESS);
+    CHECK(smxDestroyLogsumexpDescriptor(logsumexp) == SMX_STATUS_SUCCESS);
+    smxDestroyTensorDescriptor(rows_f32);
+    smxDestroyTensorDescriptor(rows_i64);
+    smxDestroyTensorDescriptor(gathered_f32);
+    smxDestroyTensorDescriptor(gathered_i64);
+    smxDestroyTensorDescriptor(loss_desc);
+}
+
 int main(void) {
     smxHandle_t handle = NULL;
     smxTensorDescriptor_t desc = NULL;
@@ -136,6 +203,7 @@ int main(void) {
     check_mode(handle, desc, x, SMX_SOFTMAX);
     check_mode(handle, desc, x, SMX_LOG_SOFTMAX);
     check_backward(handle, desc, x);
+    check_log_probabilities(handle, desc, x);
 
     /* One refusal: axis 2 of a 2-d tensor, with its status, its category and a message naming the axis. */
     CHECK(smxCreateSoftmaxDescriptor(handle, &refused, SMX_SOFTMAX, 2, desc, desc) == SMX_STATUS_BAD_PARAM_AXIS);

@@ -262,6 +262,8 @@ double relative_tolerance(smxDataType_t y_dtype) {
         case SMX_DTYPE_F32: return 1e-5;
         case SMX_DTYPE_F16: return 1e-3;
         case SMX_DTYPE_BF16: return 8e-3;
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64:
         case SMX_DTYPE_BOOL: break;  // not an output dtype
     }
     return 0.0;
@@ -279,6 +281,8 @@ double underflow_slack(smxDataType_t dtype) {
         case SMX_DTYPE_F32: return std::numeric_limits<float>::min();
         case SMX_DTYPE_F16: return 0x1p-24;
         case SMX_DTYPE_BF16: return 0x1p-126;
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64:
         case SMX_DTYPE_BOOL: break;  // not an output dtype
     }
     return 0.0;

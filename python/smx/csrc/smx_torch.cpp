@@ -1,6 +1,6 @@
 // smx_torch.cpp - the CPU, CUDA and Autograd kernels of torch.ops.smx.* (softmax, log_softmax and their
-// backward operators), built by smx/torch.py on first use against the installed torch
-// (torch.utils.cpp_extension.load) and loaded with torch.ops.load_library.
+// backward operators; logsumexp, log_softmax_gather and cross_entropy), built by smx/torch.py on first use
+// against the installed torch (torch.utils.cpp_extension.load) and loaded with torch.ops.load_library.
 //
 // The schemas, fake kernels and error translation live in smx/torch.py; this file holds what runs per call.
 // It calls libsmx through function pointers handed over by the ctypes binding (smx_torch_bind), so it uses
@@ -11,8 +11,10 @@
 // call the same operators through the dispatcher's unboxed entry, as torch's own bindings call theirs:
 // smx.softmax takes them in eager mode (end of file).
 
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
@@ -30,12 +32,14 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -275,14 +279,24 @@ std::string shape_text(at::IntArrayRef shape) {  // as Python prints a tuple
     return text;
 }
 
+// What libsmx would refuse, refused before a Layout (kMaxDims entries) is filled from the tensor.
+void check_ndim(const at::Tensor& t) {
+    if (t.dim() > kMaxDims) {
+        raise_status(2003, "ndim " + std::to_string(t.dim()) + " out of range: a tensor has 1 to " +
+                               std::to_string(kMaxDims) + " dimensions");  // SMX_STATUS_BAD_PARAM_NDIM
+    }
+}
+
 // Shape and strides for a descriptor: a 0-d tensor is one element along one axis; a tensor with no
-// elements gets row-major strides (any are valid there; these keep one cache entry per empty shape).
+// elements gets row-major strides (any are valid there; these keep one cache entry per empty shape). More
+// than kMaxDims dims are refused as libsmx refuses them (check_ndim).
 struct Layout {
     int ndim = 0;
     std::array<int64_t, kMaxDims> shape{}, strides{};
 };
 
 Layout layout_of(const at::Tensor& t) {
+    check_ndim(t);  // before the kMaxDims entries are filled
     Layout layout;
     if (t.dim() == 0) {
         layout.ndim = 1;
@@ -357,26 +371,22 @@ void run_softmax(int mode, const at::Tensor& x, int64_t dim, const at::Tensor& y
     const int x_dtype = dtype_code(x.scalar_type()), y_dtype = dtype_code(y.scalar_type());
     const Layout x_layout = layout_of(x), y_layout = layout_of(y);
 
-    std::shared_ptr<Descriptor> descriptor;
     ProblemKey key;
-    const bool cacheable = x_layout.ndim <= kMaxDims;  // a larger ndim fails in libsmx, uncached
-    if (cacheable) {
-        key.add(mode);  // 1 and 2: the softmax family; other operations take other numbers
-        key.add(device_type * 1024 + device_index);
-        key.add(axis);
-        key.add(x_dtype * 16 + y_dtype);
-        key.add(x_layout.ndim);
-        for (int i = 0; i < x_layout.ndim; ++i) {
-            key.add(x_layout.shape[i]);
-            key.add(x_layout.strides[i]);
-            key.add(y_layout.strides[i]);
-        }
-        descriptor = cache.find(key);
+    key.add(mode);  // 1 and 2: the softmax family; other operations take other numbers
+    key.add(device_type * 1024 + device_index);
+    key.add(axis);
+    key.add(x_dtype * 16 + y_dtype);
+    key.add(x_layout.ndim);
+    for (int i = 0; i < x_layout.ndim; ++i) {
+        key.add(x_layout.shape[i]);
+        key.add(x_layout.strides[i]);
+        key.add(y_layout.strides[i]);
     }
+    std::shared_ptr<Descriptor> descriptor = cache.find(key);
     if (!descriptor) {
         auto handle = cache.handle(device_type, device_index);
         descriptor = make_softmax_descriptor(handle, mode, axis, x_layout, x_dtype, y_layout, y_dtype);
-        if (cacheable) descriptor = cache.insert(key, std::move(descriptor));
+        descriptor = cache.insert(key, std::move(descriptor));
     }
     at::Tensor workspace;
     void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
@@ -417,27 +427,23 @@ void run_softmax_backward(int mode, const at::Tensor& dy, const at::Tensor& y, i
                                        dtype_code(y.scalar_type())};
     const Layout dx_layout = layout_of(dx), dy_layout = layout_of(dy), y_layout = layout_of(y);
 
-    std::shared_ptr<Descriptor> descriptor;
     ProblemKey key;
-    const bool cacheable = y_layout.ndim <= kMaxDims;  // a larger ndim fails in libsmx, uncached
-    if (cacheable) {
-        key.add(kBackwardOperation + mode);
-        key.add(device_type * 1024 + device_index);
-        key.add(axis);
-        key.add(dtypes[0] * 256 + dtypes[1] * 16 + dtypes[2]);
-        key.add(y_layout.ndim);
-        for (int i = 0; i < y_layout.ndim; ++i) {
-            key.add(y_layout.shape[i]);
-            key.add(dx_layout.strides[i]);
-            key.add(dy_layout.strides[i]);
-            key.add(y_layout.strides[i]);
-        }
-        descriptor = cache.find(key);
+    key.add(kBackwardOperation + mode);
+    key.add(device_type * 1024 + device_index);
+    key.add(axis);
+    key.add(dtypes[0] * 256 + dtypes[1] * 16 + dtypes[2]);
+    key.add(y_layout.ndim);
+    for (int i = 0; i < y_layout.ndim; ++i) {
+        key.add(y_layout.shape[i]);
+        key.add(dx_layout.strides[i]);
+        key.add(dy_layout.strides[i]);
+        key.add(y_layout.strides[i]);
     }
+    std::shared_ptr<Descriptor> descriptor = cache.find(key);
     if (!descriptor) {
         descriptor = make_softmax_backward_descriptor(cache.handle(device_type, device_index), mode, axis,
                                                       {&dx_layout, &dy_layout, &y_layout}, dtypes);
-        if (cacheable) descriptor = cache.insert(key, std::move(descriptor));
+        descriptor = cache.insert(key, std::move(descriptor));
     }
     at::Tensor workspace;
     void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, y.options(), &workspace);
@@ -672,6 +678,316 @@ void softmax_backward_out_autograd(const at::Tensor& grad_output, const at::Tens
     if (!grad_input.is_inference()) torch::autograd::impl::bump_version(grad_input);
 }
 
+// ------------------------------------------------------------------------------------------------------
+// Log-probabilities: logsumexp, log_softmax_gather, cross_entropy (smx/torch.py holds their schemas, fake
+// kernels and autograd). Bound apart from the softmax entry points (smx_torch_bind_logprobs).
+
+enum : int { kI32 = 5, kI64 = 6 };  // smxDataType_t's index types
+
+struct CrossEntropyOptions {  // smxCrossEntropyOptions_t
+    std::size_t size;
+    int reduction;
+    int64_t ignore_index;
+    double label_smoothing;
+};
+
+struct LogprobsApi {
+    Status (*smxCreateLogsumexpDescriptor)(void*, void**, int, void*, void*) = nullptr;
+    Status (*smxGetLogsumexpWorkspaceSize)(void*, std::size_t*) = nullptr;
+    Status (*smxLogsumexp)(void*, void*, std::size_t, void*, const void*, void*) = nullptr;
+    Status (*smxDestroyLogsumexpDescriptor)(void*) = nullptr;
+    Status (*smxCreateLogSoftmaxGatherDescriptor)(void*, void**, int, void*, void*, void*) = nullptr;
+    Status (*smxGetLogSoftmaxGatherWorkspaceSize)(void*, std::size_t*) = nullptr;
+    Status (*smxLogSoftmaxGather)(void*, void*, std::size_t, void*, const void*, const void*, void*) = nullptr;
+    Status (*smxDestroyLogSoftmaxGatherDescriptor)(void*) = nullptr;
+    Status (*smxCreateCrossEntropyDescriptor)(void*, void**, int, const CrossEntropyOptions*, void*, void*, void*,
+                                              void*, void*) = nullptr;
+    Status (*smxGetCrossEntropyWorkspaceSize)(void*, std::size_t*) = nullptr;
+    Status (*smxCrossEntropy)(void*, void*, std::size_t, void*, void*, void*, const void*, const void*,
+                              void*) = nullptr;
+    Status (*smxDestroyCrossEntropyDescriptor)(void*) = nullptr;
+};
+
+LogprobsApi logprobs_api;
+bool logprobs_bound = false;
+
+// Points `function` at libsmx's entry point `name` (found by the ctypes binding's lookup); false if none.
+template <class Function>
+bool bind_entry(Function& function, void* (*lookup)(const char*), const char* name) {
+    function = reinterpret_cast<Function>(lookup(name));
+    return function != nullptr;
+}
+
+// Operation numbers in the descriptor cache's keys (softmax takes its modes, 1 and 2).
+enum : int64_t { kKeyLogsumexp = 101, kKeyGather = 102, kKeyCrossEntropy = 103 };
+
+int index_code(const at::Tensor& t) {
+    return t.scalar_type() == at::kInt ? kI32 : t.scalar_type() == at::kLong ? kI64 : 0;
+}
+
+int statistics_code(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? kF64 : kF32; }
+
+at::ScalarType statistics_type(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+
+void check_index_tensor(const at::Tensor& x, const at::Tensor& index, const char* name) {
+    TORCH_CHECK_TYPE(index_code(index) != 0, "smx takes int32 and int64 indices; got dtype ",
+                     dtype_name(index.scalar_type()), " for ", name);
+    TORCH_CHECK_VALUE(index.device() == x.device(), name, " is on ", device_name(index.device()), " but x is on ",
+                      device_name(x.device()));
+    TORCH_CHECK_TYPE(index.layout() == at::kStrided, "smx needs a strided (dense) tensor; got layout ", index.layout());
+}
+
+// x's shape without `axis` (0-d x: 0-d rows), or with it of size 1 where `keepdim`.
+std::vector<int64_t> per_row_shape(const at::Tensor& x, int64_t axis, bool keepdim) {
+    std::vector<int64_t> shape;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+        if (d != axis) shape.push_back(x.size(d));
+        else if (keepdim) shape.push_back(1);
+    }
+    return shape;
+}
+
+// On the host, indices outside [0, size) (but `skip`) are torch's IndexError before any work.
+void check_host_bounds(const at::Tensor& index, int64_t size, int64_t axis, const char* what,
+                       std::optional<int64_t> skip) {
+    if (!index.device().is_cpu() || index.numel() == 0) return;
+    const at::Tensor kept = skip ? index.masked_select(index != *skip) : index;
+    if (kept.numel() == 0) return;
+    const auto [low, high] = at::aminmax(kept);
+    const int64_t bad_low = low.item<int64_t>(), bad_high = high.item<int64_t>();
+    const int64_t bad = bad_low < 0 ? bad_low : bad_high;
+    TORCH_CHECK_INDEX(bad_low >= 0 && bad_high < size, what, " ", bad, " is out of bounds for dimension ", axis,
+                      " with size ", size);
+}
+
+// Tensor descriptors made for one descriptor's creation, destroyed with it.
+struct TensorDescriptors {
+    std::array<void*, 5> made{};
+    int count = 0;
+    Status status = 0;
+    void* add(int dtype, const Layout& layout) {
+        void* desc = nullptr;
+        if (status == 0) status = api.smxCreateTensorDescriptor(&desc, dtype, layout.ndim, layout.shape.data(),
+                                                                layout.strides.data());
+        return made[count++] = desc;
+    }
+    ~TensorDescriptors() {
+        for (int i = 0; i < count; ++i) api.smxDestroyTensorDescriptor(made[i]);
+    }
+};
+
+// The cached descriptor for `key`, else create(handle, &pointer) then its workspace query.
+template <class Create>
+std::shared_ptr<Descriptor> logprobs_descriptor(const at::Tensor& x, ProblemKey& key, Status (*destroy)(void*),
+                                                Status (*workspace_size)(void*, std::size_t*), const Create& create) {
+    TORCH_CHECK(logprobs_bound, "smx's torch extension is not bound to libsmx (import smx.torch binds it)");
+    const auto [device_type, device_index] = smx_device(x.device());
+    key.words[1] = device_type * 1024 + device_index;
+    std::shared_ptr<Descriptor> descriptor = cache.find(key);
+    if (descriptor) return descriptor;
+    auto made = std::make_shared<Descriptor>();
+    made->destroy = destroy;
+    made->handle = cache.handle(device_type, device_index);
+    Status status = create(made->handle->pointer, &made->pointer);
+    if (status == 0) status = workspace_size(made->pointer, &made->workspace_bytes);
+    if (status != 0) raise_status(status, last_error());
+    return cache.insert(key, std::move(made));
+}
+
+ProblemKey start_key(int64_t operation, int64_t axis, int64_t dtypes, const at::Tensor& x) {
+    ProblemKey key;
+    key.add(operation);
+    key.add(0);  // the device, filled by logprobs_descriptor
+    key.add(axis);
+    key.add(dtypes);
+    key.add(x.dim());
+    return key;
+}
+
+void run_logsumexp(const at::Tensor& x, int64_t dim, const at::Tensor& out) {
+    check_input(x);
+    check_ndim(x);
+    const int axis = static_cast<int>(c10::maybe_wrap_dim(dim, x.dim()));
+    const Layout x_layout = layout_of(x), out_layout = layout_of(out);
+    const int x_dtype = dtype_code(x.scalar_type()), out_dtype = dtype_code(out.scalar_type());
+    ProblemKey key = start_key(kKeyLogsumexp, axis, x_dtype * 16 + out_dtype, x);
+    for (int i = 0; i < x_layout.ndim; ++i) {
+        key.add(x_layout.shape[i]);
+        key.add(x_layout.strides[i]);
+    }
+    key.add(out_layout.ndim);
+    for (int i = 0; i < out_layout.ndim; ++i) key.add(out_layout.strides[i]);
+    const auto descriptor = logprobs_descriptor(
+        x, key, logprobs_api.smxDestroyLogsumexpDescriptor, logprobs_api.smxGetLogsumexpWorkspaceSize,
+        [&](void* handle, void** made) {
+            TensorDescriptors tensors;
+            void* out_desc = tensors.add(out_dtype, out_layout);
+            void* x_desc = tensors.add(x_dtype, x_layout);
+            return tensors.status ? tensors.status
+                                  : logprobs_api.smxCreateLogsumexpDescriptor(handle, made, axis, out_desc, x_desc);
+        });
+    at::Tensor workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    check(logprobs_api.smxLogsumexp(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
+                                    out.data_ptr(), x.const_data_ptr(), current_stream(x.device())));
+}
+
+at::Tensor logsumexp_kernel(const at::Tensor& x, int64_t dim, bool keepdim) {
+    check_input(x);
+    const int64_t axis = c10::maybe_wrap_dim(dim, x.dim());
+    at::Tensor out = at::empty(per_row_shape(x, axis, keepdim), x.options().dtype(statistics_type(x)));
+    run_logsumexp(x, dim, out);
+    return out;
+}
+
+void logsumexp_out_kernel(const at::Tensor& x, int64_t dim, bool keepdim, const at::Tensor& out) {
+    check_input(x);
+    const int64_t axis = c10::maybe_wrap_dim(dim, x.dim());
+    const std::vector<int64_t> shape = per_row_shape(x, axis, keepdim);
+    TORCH_CHECK_VALUE(out.device() == x.device(), "out is on ", device_name(out.device()), " but x is on ",
+                      device_name(x.device()));
+    TORCH_CHECK_VALUE(out.sizes() == at::IntArrayRef(shape), "out has shape ", shape_text(out.sizes()),
+                      " but must have shape ", shape_text(shape));
+    TORCH_CHECK_TYPE(out.scalar_type() == statistics_type(x), "out has dtype ", dtype_name(out.scalar_type()),
+                     " but must be ", dtype_name(statistics_type(x)));
+    run_logsumexp(x, dim, out);
+}
+
+at::Tensor log_softmax_gather_kernel(const at::Tensor& x, const at::Tensor& index, int64_t dim) {
+    check_input(x);
+    check_index_tensor(x, index, "index");
+    check_ndim(x);
+    check_ndim(index);
+    const int axis = static_cast<int>(c10::maybe_wrap_dim(dim, x.dim()));
+    check_host_bounds(index, x.dim() ? x.size(axis) : 1, axis, "index", std::nullopt);
+    at::Tensor out = at::empty(index.sizes(), x.options().dtype(statistics_type(x)));
+    const Layout x_layout = layout_of(x), index_layout = layout_of(index), out_layout = layout_of(out);
+    const int x_dtype = dtype_code(x.scalar_type()), index_dtype = index_code(index);
+    ProblemKey key = start_key(kKeyGather, axis, x_dtype * 16 + index_dtype, x);
+    TORCH_CHECK_VALUE(index_layout.ndim == x_layout.ndim, "index has ", index.dim(), " dims but x has ", x.dim());
+    for (int i = 0; i < x_layout.ndim; ++i) {
+        key.add(x_layout.shape[i]);
+        key.add(index_layout.shape[i]);
+        key.add(x_layout.strides[i]);
+        key.add(index_layout.strides[i]);
+    }
+    const auto descriptor = logprobs_descriptor(
+        x, key, logprobs_api.smxDestroyLogSoftmaxGatherDescriptor, logprobs_api.smxGetLogSoftmaxGatherWorkspaceSize,
+        [&](void* handle, void** made) {
+            TensorDescriptors tensors;
+            void* out_desc = tensors.add(statistics_code(x), out_layout);
+            void* x_desc = tensors.add(x_dtype, x_layout);
+            void* index_desc = tensors.add(index_dtype, index_layout);
+            return tensors.status ? tensors.status
+                                  : logprobs_api.smxCreateLogSoftmaxGatherDescriptor(handle, made, axis, out_desc,
+                                                                                     x_desc, index_desc);
+        });
+    at::Tensor workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    check(logprobs_api.smxLogSoftmaxGather(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
+                                           out.data_ptr(), x.const_data_ptr(), index.const_data_ptr(),
+                                           current_stream(x.device())));
+    return out;
+}
+
+int reduction_code(c10::string_view reduction) {
+    if (reduction == "none") return 0;
+    if (reduction == "sum") return 1;
+    TORCH_CHECK_VALUE(reduction == "mean", std::string(reduction),
+                      " is not a valid value for reduction (expected 'none', 'sum' or 'mean')");
+    return 2;
+}
+
+// loss (per row or 0-d) and lse, and dlogits into `dlogits` when defined (it may be the logits, in place).
+std::tuple<at::Tensor, at::Tensor> run_cross_entropy(const at::Tensor& logits, const at::Tensor& target, int64_t dim,
+                                                     int64_t ignore_index, double label_smoothing,
+                                                     c10::string_view reduction, const at::Tensor& dlogits) {
+    check_input(logits);
+    check_index_tensor(logits, target, "target");
+    check_ndim(logits);
+    check_ndim(target);
+    const int axis = static_cast<int>(c10::maybe_wrap_dim(dim, logits.dim()));
+    const int reduction_value = reduction_code(reduction);
+    TORCH_CHECK_VALUE(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+                      "label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
+    check_host_bounds(target, logits.dim() ? logits.size(axis) : 1, axis, "Target", ignore_index);
+    const auto rows = per_row_shape(logits, axis, false);
+    const auto options = logits.options().dtype(statistics_type(logits));
+    at::Tensor loss = reduction_value == 0 ? at::empty(rows, options) : at::empty({}, options);
+    at::Tensor lse = at::empty(rows, options);
+    const bool has_dlogits = dlogits.defined();
+    const Layout logits_layout = layout_of(logits), target_layout = layout_of(target);
+    const Layout loss_layout = layout_of(loss), lse_layout = layout_of(lse);
+    const Layout dlogits_layout = has_dlogits ? layout_of(dlogits) : Layout{};
+    const int logits_dtype = dtype_code(logits.scalar_type()), target_dtype = index_code(target);
+    const int dlogits_dtype = has_dlogits ? dtype_code(dlogits.scalar_type()) : 0;
+    ProblemKey key = start_key(kKeyCrossEntropy, axis, (logits_dtype * 16 + target_dtype) * 16 + dlogits_dtype, logits);
+    key.add(reduction_value);
+    key.add(ignore_index);
+    int64_t smoothing_bits;
+    std::memcpy(&smoothing_bits, &label_smoothing, sizeof smoothing_bits);
+    key.add(smoothing_bits);
+    for (int i = 0; i < logits_layout.ndim; ++i) {
+        key.add(logits_layout.shape[i]);
+        key.add(logits_layout.strides[i]);
+        key.add(has_dlogits ? dlogits_layout.strides[i] : 0);
+        key.add(i < target_layout.ndim ? target_layout.strides[i] : 0);
+    }
+    const CrossEntropyOptions settings{sizeof(CrossEntropyOptions), reduction_value, ignore_index, label_smoothing};
+    const auto descriptor = logprobs_descriptor(
+        logits, key, logprobs_api.smxDestroyCrossEntropyDescriptor, logprobs_api.smxGetCrossEntropyWorkspaceSize,
+        [&](void* handle, void** made) {
+            TensorDescriptors tensors;
+            void* loss_desc = tensors.add(statistics_code(logits), loss_layout);
+            void* lse_desc = tensors.add(statistics_code(logits), lse_layout);
+            void* dlogits_desc = has_dlogits ? tensors.add(dlogits_dtype, dlogits_layout) : nullptr;
+            void* logits_desc = tensors.add(logits_dtype, logits_layout);
+            void* target_desc = tensors.add(target_dtype, target_layout);
+            return tensors.status ? tensors.status
+                                  : logprobs_api.smxCreateCrossEntropyDescriptor(handle, made, axis, &settings, loss_desc,
+                                                                                 lse_desc, dlogits_desc, logits_desc,
+                                                                                 target_desc);
+        });
+    at::Tensor workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, logits.options(), &workspace);
+    check(logprobs_api.smxCrossEntropy(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
+                                       loss.data_ptr(), lse.data_ptr(), has_dlogits ? dlogits.data_ptr() : nullptr,
+                                       logits.const_data_ptr(), target.const_data_ptr(),
+                                       current_stream(logits.device())));
+    return {loss, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor> cross_entropy_kernel(const at::Tensor& logits, const at::Tensor& target,
+                                                        int64_t dim, int64_t ignore_index, double label_smoothing,
+                                                        c10::string_view reduction) {
+    return run_cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, at::Tensor());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy_with_grad_kernel(
+    const at::Tensor& logits, const at::Tensor& target, int64_t dim, int64_t ignore_index, double label_smoothing,
+    c10::string_view reduction) {
+    check_input(logits);
+    at::Tensor dlogits = at::empty_like(logits);  // the fake kernel's layout (smx/torch.py)
+    auto [loss, lse] = run_cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, dlogits);
+    return {loss, lse, dlogits};
+}
+
+std::tuple<at::Tensor, at::Tensor> cross_entropy_with_grad_inplace_kernel(
+    const at::Tensor& logits, const at::Tensor& target, int64_t dim, int64_t ignore_index, double label_smoothing,
+    c10::string_view reduction) {
+    return run_cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction, logits);
+}
+
+// The same kernels serve CPU and CUDA tensors: libsmx's handle is the device's.
+void register_logprobs_kernels(torch::Library& m) {
+    m.impl("logsumexp", TORCH_FN(logsumexp_kernel));
+    m.impl("logsumexp.out", TORCH_FN(logsumexp_out_kernel));
+    m.impl("log_softmax_gather", TORCH_FN(log_softmax_gather_kernel));
+    m.impl("cross_entropy", TORCH_FN(cross_entropy_kernel));
+    m.impl("cross_entropy_with_grad", TORCH_FN(cross_entropy_with_grad_kernel));
+    m.impl("cross_entropy_with_grad_", TORCH_FN(cross_entropy_with_grad_inplace_kernel));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(smx, CPU, m) {
@@ -717,11 +1033,7 @@ extern "C" {
 __attribute__((visibility("default"))) int smx_torch_bind(void* (*lookup)(const char*)) {
     Api bound;
     int index = 0;
-    auto resolve = [&](auto& function, const char* name) {
-        ++index;
-        function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(lookup(name));
-        return function != nullptr;
-    };
+    auto resolve = [&](auto& function, const char* name) { return ++index, bind_entry(function, lookup, name); };
     if (!(resolve(bound.smxGetStatusString, "smxGetStatusString") &&
           resolve(bound.smxGetLastErrorMessage, "smxGetLastErrorMessage") && resolve(bound.smxCreate, "smxCreate") &&
           resolve(bound.smxDestroy, "smxDestroy") &&
@@ -751,6 +1063,38 @@ __attribute__((visibility("default"))) void smx_torch_cache_info(int64_t* counte
 
 // Destroys every cached descriptor and handle (at interpreter exit, while libsmx is still loaded).
 __attribute__((visibility("default"))) void smx_torch_release() { cache.clear(); }
+
+}  // extern "C"
+
+TORCH_LIBRARY_IMPL(smx, CPU, m) { register_logprobs_kernels(m); }
+
+TORCH_LIBRARY_IMPL(smx, CUDA, m) { register_logprobs_kernels(m); }
+
+extern "C" {
+
+// Binds the log-probability entry points as smx_torch_bind binds softmax's; call it after that one. Returns
+// 0, or 100 + the 1-based index of the first name it could not resolve.
+__attribute__((visibility("default"))) int smx_torch_bind_logprobs(void* (*lookup)(const char*)) {
+    LogprobsApi bound;
+    int index = 100;
+    auto resolve = [&](auto& function, const char* name) { return ++index, bind_entry(function, lookup, name); };
+    if (!(resolve(bound.smxCreateLogsumexpDescriptor, "smxCreateLogsumexpDescriptor") &&
+          resolve(bound.smxGetLogsumexpWorkspaceSize, "smxGetLogsumexpWorkspaceSize") &&
+          resolve(bound.smxLogsumexp, "smxLogsumexp") &&
+          resolve(bound.smxDestroyLogsumexpDescriptor, "smxDestroyLogsumexpDescriptor") &&
+          resolve(bound.smxCreateLogSoftmaxGatherDescriptor, "smxCreateLogSoftmaxGatherDescriptor") &&
+          resolve(bound.smxGetLogSoftmaxGatherWorkspaceSize, "smxGetLogSoftmaxGatherWorkspaceSize") &&
+          resolve(bound.smxLogSoftmaxGather, "smxLogSoftmaxGather") &&
+          resolve(bound.smxDestroyLogSoftmaxGatherDescriptor, "smxDestroyLogSoftmaxGatherDescriptor") &&
+          resolve(bound.smxCreateCrossEntropyDescriptor, "smxCreateCrossEntropyDescriptor") &&
+          resolve(bound.smxGetCrossEntropyWorkspaceSize, "smxGetCrossEntropyWorkspaceSize") &&
+          resolve(bound.smxCrossEntropy, "smxCrossEntropy") &&
+          resolve(bound.smxDestroyCrossEntropyDescriptor, "smxDestroyCrossEntropyDescriptor")))
+        return index;
+    logprobs_api = bound;
+    logprobs_bound = true;
+    return 0;
+}
 
 }  // extern "C"
 

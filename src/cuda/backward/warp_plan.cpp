@@ -21,6 +21,8 @@ const void* backward_warp_kernel(smxDataType_t value_dtype, smxDataType_t gradie
         case SMX_DTYPE_BF16: return backward_warp_kernel_bf16(gradient_dtype, shape_index);
         case SMX_DTYPE_F32: return backward_warp_kernel_f32(gradient_dtype, shape_index);
         case SMX_DTYPE_F64: return backward_warp_kernel_f64(gradient_dtype, shape_index);
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64:
         case SMX_DTYPE_BOOL: break;  // refused by the backward info
     }
     return nullptr;

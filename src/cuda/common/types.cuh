@@ -226,7 +226,9 @@ const void* visit_dtype(smxDataType_t dtype, Visitor&& visit) {
         case SMX_DTYPE_BF16: return visit(TypeTag<__nv_bfloat16>{});
         case SMX_DTYPE_F32: return visit(TypeTag<float>{});
         case SMX_DTYPE_F64: return visit(TypeTag<double>{});
-        case SMX_DTYPE_BOOL: break;  // masks, not values: no kernel computes on them
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64:
+        case SMX_DTYPE_BOOL: break;  // indices and masks, not values: no kernel computes on them
     }
     return nullptr;
 }

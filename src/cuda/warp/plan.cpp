@@ -95,6 +95,8 @@ const void* warp_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, in
         case SMX_DTYPE_BF16: return warp_softmax_kernel_bf16(y_dtype, shape_index);
         case SMX_DTYPE_F32: return warp_softmax_kernel_f32(y_dtype, shape_index);
         case SMX_DTYPE_F64: return warp_softmax_kernel_f64(y_dtype, shape_index);
+        case SMX_DTYPE_I32:
+        case SMX_DTYPE_I64:
         case SMX_DTYPE_BOOL: break;  // refused by the softmax info
     }
     return nullptr;

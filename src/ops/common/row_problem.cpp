@@ -23,8 +23,6 @@ const char* layout_name(RowLayout layout) {
 
 namespace {
 
-constexpr int kMaxOperands = 8;
-
 // One non-axis dimension of the row index space, with its stride in each operand.
 struct IndexDim {
     std::int64_t size;
@@ -253,6 +251,13 @@ std::string describe_geometry(const RowGeometry& geometry, const NamedLayout* op
     std::string text = fmt::format("{} rows={} row_len={} axis_stride", layout_name(geometry.layout), geometry.rows,
                                    geometry.row_len);
     text += per_operand([](const OperandLayout& l) { return l.axis_stride; });
+    // Per-row and gathered operands have axes of their own length: named where any operand has one.
+    for (int k = 0; k < count; ++k) {
+        if (operands[k].layout->axis_len != geometry.row_len) {
+            text += " axis_len" + per_operand([](const OperandLayout& l) { return l.axis_len; });
+            break;
+        }
+    }
     switch (geometry.layout) {
         case RowLayout::Rows:
             text += " row_stride" + per_operand([](const OperandLayout& l) { return l.row_stride; });
@@ -323,6 +328,16 @@ smxStatus_t check_operand_pointers(const OperandPointer* operands, int count) {
                         rule);
         }
     }
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t TouchedOperands::add(std::int64_t elements, const OperandPointer& operand) {
+    if (elements == 0) return SMX_STATUS_SUCCESS;
+    if (operand.pointer == nullptr) {
+        return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "{} is NULL but the tensor has {} elements", operand.name, elements);
+    }
+    if (count_ == kMaxOperands) return fail(SMX_STATUS_INTERNAL_ERROR, "more than {} operands", kMaxOperands);
+    operands_[count_++] = operand;
     return SMX_STATUS_SUCCESS;
 }
 

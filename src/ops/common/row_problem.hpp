@@ -27,6 +27,9 @@ namespace smx {
 
 enum class RowLayout { Rows, Spatial, General };
 
+// The most operands one problem may have.
+inline constexpr int kMaxOperands = 8;
+
 const char* layout_name(RowLayout layout);
 
 // How an operand's shape relates to the problem's shape, the first operand's ("x").
@@ -93,7 +96,8 @@ struct NamedLayout {
 };
 
 // The geometry part of a problem's log line, each stride given per operand in the order passed:
-// "rows rows=8 row_len=1024 axis_stride x=1 y=1 row_stride x=1024 y=1024".
+// "rows rows=8 row_len=1024 axis_stride x=1 y=1 row_stride x=1024 y=1024" (with " axis_len x=1024 out=1"
+// after the axis strides where an operand is per-row or gathered).
 std::string describe_geometry(const RowGeometry& geometry, const NamedLayout* operands, int count);
 
 // Whether two tensors of one shape place every element at the same offset with the same element size:
@@ -117,5 +121,22 @@ struct OperandPointer {
 // no other operand's, except the one it may be in place with, when the pointers are equal and the layouts
 // the same. `numel` > 0 (pointers of empty problems are never checked).
 smxStatus_t check_operand_pointers(const OperandPointer* operands, int count);
+
+// The operands a call touches (those with elements), collected for check_operand_pointers and the device's
+// pointer check. An operand without elements is left out: its pointer may be anything, NULL included.
+class TouchedOperands {
+public:
+    // Adds `operand` if `elements` > 0, refusing a NULL pointer by name (SMX_STATUS_BAD_PARAM_NULL_POINTER).
+    // A written operand's in_place_with counts among the operands added before it.
+    smxStatus_t add(std::int64_t elements, const OperandPointer& operand);
+    // check_operand_pointers over the operands added.
+    smxStatus_t check() const { return check_operand_pointers(operands_, count_); }
+    const OperandPointer* data() const { return operands_; }
+    int size() const { return count_; }
+
+private:
+    OperandPointer operands_[kMaxOperands] = {};
+    int count_ = 0;
+};
 
 }  // namespace smx

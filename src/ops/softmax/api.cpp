@@ -69,12 +69,13 @@ smxStatus_t forward(smxSoftmaxDescriptor_t desc, void* workspace, std::size_t wo
     if (x == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "x is NULL but the tensor has {} elements", desc->info.numel);
     if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "y is NULL but the tensor has {} elements", desc->info.numel);
     SMX_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, desc->plan->workspace_bytes()));
-    SMX_RETURN_IF_ERROR(check_forward_pointers(desc->info, y, x, scale, mask));
+    OperandPointer operands[kMaxForwardOperands];
+    int count = 0;
+    SMX_RETURN_IF_ERROR(forward_operands(desc->info, y, x, scale, mask, operands, &count));
+    SMX_RETURN_IF_ERROR(check_operand_pointers(operands, count));
 #if SMX_WITH_CUDA
     if (desc->device_type == SMX_DEVICE_CUDA && desc->check_device_pointers) {
-        SMX_RETURN_IF_ERROR(cuda_check_data_pointers(desc->device_id, y, x));
-        if (scale != nullptr) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, scale, "scale"));
-        if (mask != nullptr) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, mask, "mask"));
+        SMX_RETURN_IF_ERROR(cuda_check_operand_pointers(desc->device_id, operands, count));
     }
 #endif
     if (!desc->info.options.any()) return desc->plan->run(workspace, y, x, stream);

@@ -37,6 +37,13 @@ smxStatus_t make_softmax_info(int mode, int axis, const smxTensorDescriptor* y, 
 // One line for logs: "softmax f16->f32 shape [8,1024] axis 1: rows rows=8 row_len=1024 ...".
 std::string describe(const SoftmaxInfo& info);
 
+// A call's operands, in the order the checks name them: x, y (which may be in place with x), then the options'
+// mask and scale where the problem has them. Fails where `scale` or `mask` is NULL and the problem needs its
+// data, or not NULL and it has no such option.
+constexpr int kMaxForwardOperands = 4;
+smxStatus_t forward_operands(const SoftmaxInfo& info, const void* y, const void* x, const void* scale,
+                             const void* mask, OperandPointer (&operands)[kMaxForwardOperands], int* count);
+
 // Forward-time check of the actual pointers: in place must have the same layout; any other byte-range
 // overlap of x and y is refused. Pointers must be aligned to their element size.
 smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const void* x);

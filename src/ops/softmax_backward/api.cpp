@@ -72,14 +72,13 @@ smxStatus_t backward(smxSoftmaxBackwardDescriptor_t desc, void* workspace, std::
     if (y == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "y is NULL but the tensor has {} elements", numel);
     if (dx == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "dx is NULL but the tensor has {} elements", numel);
     SMX_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, desc->plan->workspace_bytes()));
-    SMX_RETURN_IF_ERROR(check_backward_pointers(desc->info, dx, dy, y, scale, mask));
+    OperandPointer operands[kMaxBackwardOperands];
+    int count = 0;
+    SMX_RETURN_IF_ERROR(backward_operands(desc->info, dx, dy, y, scale, mask, operands, &count));
+    SMX_RETURN_IF_ERROR(check_operand_pointers(operands, count));
 #if SMX_WITH_CUDA
     if (desc->device_type == SMX_DEVICE_CUDA && desc->check_device_pointers) {
-        SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, dy, "dy"));
-        SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, y, "y"));
-        if (dx != dy) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, dx, "dx"));
-        if (scale != nullptr) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, scale, "scale"));
-        if (mask != nullptr) SMX_RETURN_IF_ERROR(cuda_check_data_pointer(desc->device_id, mask, "mask"));
+        SMX_RETURN_IF_ERROR(cuda_check_operand_pointers(desc->device_id, operands, count));
     }
 #endif
     if (!desc->info.options.any()) return desc->plan->run(workspace, dx, dy, y, stream);

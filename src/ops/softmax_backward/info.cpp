@@ -66,19 +66,27 @@ std::string describe(const SoftmaxBackwardInfo& info) {
            describe(info.options);
 }
 
+smxStatus_t backward_operands(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y,
+                              const void* scale, const void* mask, OperandPointer (&operands)[kMaxBackwardOperands],
+                              int* count) {
+    // dx may replace dy in place (the backends read each dy element before writing its dx), never y: a kernel
+    // holding only part of a row may write some of its dx before another thread has read the y it needs.
+    operands[0] = {"dy", dy, info.dy_dtype, &info.dy, false, -1, false};
+    operands[1] = {"y", y, info.y_dtype, &info.y, false, -1, false};
+    operands[2] = {"dx", dx, info.dx_dtype, &info.dx, true, 0, info.dx_same_layout_as_dy};
+    *count = 3;
+    return add_option_pointers(info.options, scale, mask, "smxSoftmaxBackwardWithOptions", operands, count);
+}
+
 smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y) {
     return check_backward_pointers(info, dx, dy, y, nullptr, nullptr);
 }
 
 smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y,
                                     const void* scale, const void* mask) {
-    // dx may replace dy in place (the backends read each dy element before writing its dx), never y: a kernel
-    // holding only part of a row may write some of its dx before another thread has read the y it needs.
-    OperandPointer operands[5] = {{"dy", dy, info.dy_dtype, &info.dy, false, -1, false},
-                                  {"y", y, info.y_dtype, &info.y, false, -1, false},
-                                  {"dx", dx, info.dx_dtype, &info.dx, true, 0, info.dx_same_layout_as_dy}};
-    int count = 3;
-    SMX_RETURN_IF_ERROR(add_option_pointers(info.options, scale, mask, "smxSoftmaxBackwardWithOptions", operands, &count));
+    OperandPointer operands[kMaxBackwardOperands];
+    int count = 0;
+    SMX_RETURN_IF_ERROR(backward_operands(info, dx, dy, y, scale, mask, operands, &count));
     return check_operand_pointers(operands, count);
 }
 

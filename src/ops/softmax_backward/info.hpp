@@ -46,6 +46,14 @@ smxStatus_t make_softmax_backward_info(int mode, int axis, const smxTensorDescri
 // One line for logs.
 std::string describe(const SoftmaxBackwardInfo& info);
 
+// A call's operands, in the order the checks name them: dy, y, dx (which may be in place with dy), then the
+// options' mask and scale where the problem has them. Fails where `scale` or `mask` is NULL and the problem
+// needs its data, or not NULL and it has no such option.
+constexpr int kMaxBackwardOperands = 5;
+smxStatus_t backward_operands(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y,
+                              const void* scale, const void* mask, OperandPointer (&operands)[kMaxBackwardOperands],
+                              int* count);
+
 // Call-time check of the actual pointers: dx may be in place with dy (same pointer, same layout) and must meet
 // no other operand's bytes; every pointer aligned to its element size.
 smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y);
