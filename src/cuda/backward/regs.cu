@@ -87,9 +87,9 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
     }
     // Float y is held as floats: its weights (log-softmax's exp(y)) are taken now, while the block waits for
     // the sum, rather than in the write loop, whose per-element work delays the stores.
-    C edge_weight = edge_y;
+    // The edge element's weight in every case: its write below takes element_of_weight whatever y's dtype.
+    const C edge_weight = Gradient::weight(edge_y);
     if constexpr (kWeightsEarly<T>) {
-        edge_weight = Gradient::weight(edge_y);
 #pragma unroll
         for (int p = 0; p < kPacks; ++p) {
 #pragma unroll
