@@ -317,7 +317,7 @@ Layout layout_of(const at::Tensor& t) {
 // libsmx's device type and index for a tensor's device; refuses devices other than CPU and CUDA.
 std::pair<int, int> smx_device(const at::Device& device) {
     if (device.is_cpu()) return {kDeviceCpu, 0};
-    TORCH_CHECK_TYPE(device.is_cuda(), "smx runs on CPU and CUDA devices; this tensor is on ", device);
+    TORCH_CHECK_TYPE(device.is_cuda(), "smx runs on CPU and CUDA devices; this tensor is on ", device_name(device));
     return {kDeviceCuda, device.index()};
 }
 
@@ -756,8 +756,8 @@ void check_host_bounds(const at::Tensor& index, int64_t size, int64_t axis, cons
     const auto [low, high] = at::aminmax(kept);
     const int64_t bad_low = low.item<int64_t>(), bad_high = high.item<int64_t>();
     const int64_t bad = bad_low < 0 ? bad_low : bad_high;
-    TORCH_CHECK_INDEX(bad_low >= 0 && bad_high < size, what, " ", bad, " is out of bounds for dimension ", axis,
-                      " with size ", size);
+    TORCH_CHECK_INDEX(bad_low >= 0 && bad_high < size, what, " " + std::to_string(bad) + " is out of bounds for dimension " +
+                      std::to_string(axis) + " with size " + std::to_string(size));
 }
 
 // Tensor descriptors made for one descriptor's creation, destroyed with it.
@@ -864,7 +864,7 @@ at::Tensor log_softmax_gather_kernel(const at::Tensor& x, const at::Tensor& inde
     const Layout x_layout = layout_of(x), index_layout = layout_of(index), out_layout = layout_of(out);
     const int x_dtype = dtype_code(x.scalar_type()), index_dtype = index_code(index);
     ProblemKey key = start_key(kKeyGather, axis, x_dtype * 16 + index_dtype, x);
-    TORCH_CHECK_VALUE(index_layout.ndim == x_layout.ndim, "index has ", index.dim(), " dims but x has ", x.dim());
+    TORCH_CHECK_VALUE(index_layout.ndim == x_layout.ndim, "index has " + std::to_string(index.dim()) + " dims but x has " + std::to_string(x.dim()));
     for (int i = 0; i < x_layout.ndim; ++i) {
         key.add(x_layout.shape[i]);
         key.add(index_layout.shape[i]);
@@ -909,7 +909,7 @@ std::tuple<at::Tensor, at::Tensor> run_cross_entropy(const at::Tensor& logits, c
     const int axis = static_cast<int>(c10::maybe_wrap_dim(dim, logits.dim()));
     const int reduction_value = reduction_code(reduction);
     TORCH_CHECK_VALUE(label_smoothing >= 0.0 && label_smoothing <= 1.0,
-                      "label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
+                      "label_smoothing must be between 0.0 and 1.0. Got: " + std::to_string(label_smoothing));
     check_host_bounds(target, logits.dim() ? logits.size(axis) : 1, axis, "Target", ignore_index);
     const auto rows = per_row_shape(logits, axis, false);
     const auto options = logits.options().dtype(statistics_type(logits));
