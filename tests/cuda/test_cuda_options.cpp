@@ -159,7 +159,8 @@ TEST_CASE("cuda options: rows of a block each (2048+ elements), broadcast masks 
     HostTensor scale = make_tensor(SMX_DTYPE_F32, {2, 3});
     const double factors[] = {0.0, 1e30, -2.5, kInf, kNaN, 1e-30};
     for (int r = 0; r < 6; ++r) scale.set(r, factors[r]);
-    const HostTensor keep = random_keep_mask({3, 1, n}, test_rng(), 0.5);
+    // Broadcast by NumPy's rules (dims aligned at the end): a size-1 middle dim here, fewer dims below.
+    const HostTensor keep = random_keep_mask({2, 1, n}, test_rng(), 0.5);
     const HostTensor additive = random_additive_mask(SMX_DTYPE_F16, {n}, test_rng(), {-1});
     for (bool log_mode : {false, true}) {
         OptionsSpec spec;
