@@ -74,17 +74,6 @@ std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const Hos
     return compare_to_reference(y, ref.y, log_mode, &ref.z_magnitude, options_compute_rtol(x.dtype, y.dtype));
 }
 
-std::string describe_spec(const OptionsSpec& spec) {
-    std::string text;
-    if (spec.scale) text += " scale " + std::to_string(*spec.scale);
-    if (spec.scale_tensor) text += " per-row scale " + describe(*spec.scale_tensor);
-    if (spec.mask) text += " mask " + describe(*spec.mask);
-    if (spec.causal) text += " causal " + std::to_string(*spec.causal);
-    if (spec.zero_rows) text += " zero rows";
-    if (spec.batch_invariant) text += " batch invariant";
-    return text;
-}
-
 #define CHECK_OPTIONS(handle, y, x, axis, log_mode, spec)                                                    \
     do {                                                                                                     \
         std::string plan_;                                                                                   \
