@@ -267,6 +267,22 @@ void make_random_options_case(int trial, std::int64_t row_len_factor, std::mt199
     out->spec.batch_invariant = coin(rng);
 }
 
+bool has_effective_option(const OptionsSpec& spec) {
+    return (spec.scale && *spec.scale != 1.0) || spec.scale_tensor != nullptr || spec.mask != nullptr || spec.causal ||
+           spec.zero_rows || spec.batch_invariant;
+}
+
+std::string describe_spec(const OptionsSpec& spec) {
+    std::string text;
+    if (spec.scale) text += " scale " + std::to_string(*spec.scale);
+    if (spec.scale_tensor) text += " per-row scale " + describe(*spec.scale_tensor);
+    if (spec.mask) text += " mask " + describe(*spec.mask);
+    if (spec.causal) text += " causal " + std::to_string(*spec.causal);
+    if (spec.zero_rows) text += " zero rows";
+    if (spec.batch_invariant) text += " batch invariant";
+    return text;
+}
+
 double options_compute_rtol(smxDataType_t x_dtype, smxDataType_t y_dtype) {
     const bool double_compute = x_dtype == SMX_DTYPE_F64 || y_dtype == SMX_DTYPE_F64;
     return 4.0 * (double_compute ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon());

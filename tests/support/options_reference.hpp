@@ -27,6 +27,13 @@ struct OptionsSpec {
     bool batch_invariant = false;
 };
 
+// Whether the spec sets an option that takes effect (smx.h: a scalar scale of exactly 1 is no option); a plan's
+// text names " options=" exactly then.
+bool has_effective_option(const OptionsSpec& spec);
+
+// The spec in words for test messages (" scale 0.370000 zero rows"); empty for none.
+std::string describe_spec(const OptionsSpec& spec);
+
 // The reference over x's logical elements (row-major order of its shape): y and, per element, the magnitude of
 // the z values its rounding depends on (|z_j| plus the row's largest kept |z|, each as |scale * x| + |mask|).
 // A backend computing z in float32 may stray by a few ulp of that: compare with
