@@ -362,7 +362,7 @@ __device__ __forceinline__ C gathered_log_prob(const RowResult<C>& r, std::int64
 
 // Cross-entropy of one row with target t (PyTorch's F.cross_entropy with class indices and label smoothing eps):
 // ignored rows lose 0 and have gradient 0; a target outside [0, n) or a row that is not ordinary gives NaN for
-// both; else loss = (1 - eps) (lse - x_t) + eps (lse - mean(x)).
+// both; else loss = (1 - eps) (lse - x_t) + eps / n * sum(lse - x) (+inf where that sum overflows).
 template <class C>
 struct CrossEntropyRow {
     C loss;
@@ -379,7 +379,14 @@ __device__ __forceinline__ CrossEntropyRow<C> cross_entropy_row(const RowResult<
     row.valid = !row.ignored && t >= 0 && t < n && r.ordinary;
     row.loss = row.ignored ? C(0) : row.valid ? -((target_logit - r.max) - r.log_sum) : nan_of<C>();
     // eps == 0 adds nothing, not 0 * inf (a row with a -inf logit has mean -inf).
-    if (row.valid && eps > C(0)) row.loss = (C(1) - eps) * row.loss + eps * (r.lse - mean);
+    if (row.valid && eps > C(0)) {
+        // The smoothing term is eps / n times the sum over the classes of lse - x, in double as the reference and
+        // PyTorch sum it: +inf once that sum passes the largest double (huge f64 logits), never the finite
+        // eps * (lse - mean) that the mean alone would give.
+        const double smooth = (static_cast<double>(r.lse) - static_cast<double>(mean)) * static_cast<double>(n);
+        const double e = static_cast<double>(eps);
+        row.loss = static_cast<C>((1.0 - e) * static_cast<double>(row.loss) + e / static_cast<double>(n) * smooth);
+    }
     return row;
 }
 
