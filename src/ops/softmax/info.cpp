@@ -52,24 +52,12 @@ std::string describe(const SoftmaxInfo& info) {
            describe(info.options);
 }
 
-smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const void* x) {
-    return check_forward_pointers(info, y, x, nullptr, nullptr);
-}
-
 smxStatus_t forward_operands(const SoftmaxInfo& info, const void* y, const void* x, const void* scale,
                              const void* mask, OperandPointer (&operands)[kMaxForwardOperands], int* count) {
     operands[0] = {"x", x, info.x_dtype, &info.x, false, -1, false};
     operands[1] = {"y", y, info.y_dtype, &info.y, true, 0, info.same_layout};
     *count = 2;
     return add_option_pointers(info.options, scale, mask, "smxSoftmaxForwardWithOptions", operands, count);
-}
-
-smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const void* x, const void* scale,
-                                   const void* mask) {
-    OperandPointer operands[kMaxForwardOperands];
-    int count = 0;
-    SMX_RETURN_IF_ERROR(forward_operands(info, y, x, scale, mask, operands, &count));
-    return check_operand_pointers(operands, count);
 }
 
 }  // namespace smx

@@ -44,13 +44,4 @@ constexpr int kMaxForwardOperands = 4;
 smxStatus_t forward_operands(const SoftmaxInfo& info, const void* y, const void* x, const void* scale,
                              const void* mask, OperandPointer (&operands)[kMaxForwardOperands], int* count);
 
-// Forward-time check of the actual pointers: in place must have the same layout; any other byte-range
-// overlap of x and y is refused. Pointers must be aligned to their element size.
-smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const void* x);
-
-// The same with the options' data: `scale` and `mask` non-NULL exactly where the problem has those operands,
-// aligned, and not met by y's bytes.
-smxStatus_t check_forward_pointers(const SoftmaxInfo& info, const void* y, const void* x, const void* scale,
-                                   const void* mask);
-
 }  // namespace smx

@@ -78,16 +78,4 @@ smxStatus_t backward_operands(const SoftmaxBackwardInfo& info, const void* dx, c
     return add_option_pointers(info.options, scale, mask, "smxSoftmaxBackwardWithOptions", operands, count);
 }
 
-smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y) {
-    return check_backward_pointers(info, dx, dy, y, nullptr, nullptr);
-}
-
-smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y,
-                                    const void* scale, const void* mask) {
-    OperandPointer operands[kMaxBackwardOperands];
-    int count = 0;
-    SMX_RETURN_IF_ERROR(backward_operands(info, dx, dy, y, scale, mask, operands, &count));
-    return check_operand_pointers(operands, count);
-}
-
 }  // namespace smx

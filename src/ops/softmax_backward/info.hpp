@@ -54,13 +54,4 @@ smxStatus_t backward_operands(const SoftmaxBackwardInfo& info, const void* dx, c
                               const void* scale, const void* mask, OperandPointer (&operands)[kMaxBackwardOperands],
                               int* count);
 
-// Call-time check of the actual pointers: dx may be in place with dy (same pointer, same layout) and must meet
-// no other operand's bytes; every pointer aligned to its element size.
-smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y);
-
-// The same with the options' data: `scale` and `mask` non-NULL exactly where the problem has those operands,
-// aligned, and not met by dx's bytes.
-smxStatus_t check_backward_pointers(const SoftmaxBackwardInfo& info, const void* dx, const void* dy, const void* y,
-                                    const void* scale, const void* mask);
-
 }  // namespace smx
