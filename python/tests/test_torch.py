@@ -229,7 +229,9 @@ def test_torch_compile_with_inductor_and_autograd_matches_eager(rng):
     def loss(x):
         return (smx.softmax(x, -1) * torch.arange(40.0)).sum() + smx.log_softmax(x, 0).square().mean()
 
-    assert_compiled_matches_eager(loss, x, loss_tolerance=(1e-5, 1e-5), grad_tolerance=(1e-5, 1e-6))
+    # The upstream gradient reaches 39 (the arange): inductor's fused float32 rounding of it differs from eager's
+    # by an ulp of 39 (~4e-6) times y, so the gradient's atol is on that scale, not on the result's.
+    assert_compiled_matches_eager(loss, x, loss_tolerance=(1e-5, 1e-5), grad_tolerance=(1e-5, 1e-5))
 
 
 @pytest.mark.parametrize("log", MODES)
