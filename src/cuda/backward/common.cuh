@@ -57,14 +57,16 @@ __device__ __forceinline__ Packed<T, kPack> load_operand_pack(const T* source, i
     Packed<T, kPack> pack;
     if constexpr (sizeof(T) == 2) {
         // 16-bit elements assembled into the pack's 32-bit words: element-wise __half stores into the pack
-        // kept each half in a register of its own, spilling the instances that hold 32 of them.
+        // kept each half in a register of its own, spilling the instances that hold 32 of them. The words are
+        // joined by an asm PRMT, which stays one word: joined by `low | high << 16`, f16's elements (widened
+        // from 16-bit halves of the word) were again held a register each, on the vector path too.
         Words<kPack / 2> words;
         const auto* bits = reinterpret_cast<const unsigned short*>(source);
 #pragma unroll
         for (int w = 0; w < kPack / 2; ++w) {
             const std::uint32_t low = 2 * w < count ? bits[2 * w] : 0u;
             const std::uint32_t high = 2 * w + 1 < count ? bits[2 * w + 1] : 0u;
-            words.word[w] = low | (high << 16);
+            asm volatile("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(words.word[w]) : "r"(low), "r"(high));
         }
         pack = *reinterpret_cast<const Packed<T, kPack>*>(&words);
     } else {
