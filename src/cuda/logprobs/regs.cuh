@@ -2,9 +2,10 @@
 // REGISTERS (Rows layout). Each CTA owns a slice of ceil(n / C) logits (whole 16-byte packs), kValues per
 // thread, 16-bit logits held packed and widened at each use. Per row: every load issued first (the target's
 // logit too, by rank 0), the thread's (max, sum of exp, mean), the CTA's, the cluster's through distributed
-// shared memory (folded in rank order in every CTA), the loss and lse written by rank 0, then each thread writes
-// the dlogits of the logits it holds. Every logit of the row is read before the cluster barrier and every
-// dlogit written after it, so dlogits may be the logits (in place). Traffic: logits read once, dlogits written
+// shared memory (float statistics pushed into every peer's mailbox, double ones pulled; folded in rank order in
+// every CTA), the loss and lse written by rank 0, then each thread writes
+// the dlogits of the logits it holds. Every logit of the row is read before its CTA joins the exchange and
+// every dlogit written after the CTA has all its peers' statistics, so dlogits may be the logits (in place). Traffic: logits read once, dlogits written
 // once. performance.md#log-probabilities.
 #pragma once
 
@@ -25,11 +26,15 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
     __shared__ RowStats<C> exchange;
     __shared__ RowStats<C> cluster_result;
     __shared__ C target_logit;
+    // Float statistics are pushed to the cluster's peers; double ones (24 bytes) are pulled.
+    constexpr bool kPushStats = std::is_same_v<C, float>;
+    __shared__ RowStatsMailbox mailbox;
 
     const unsigned ranks = static_cast<unsigned>(args.chunks);
     const unsigned rank = blockIdx.x % ranks;
     const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * args.rows_per_grid_row + blockIdx.x / ranks;
     if (row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
+    if (kPushStats && ranks > 1) mailbox_open(mailbox, ranks);
     const int tid = threadIdx.x;
     const int threads = blockDim.x;
     const std::int64_t n = args.row_len;
@@ -93,7 +98,13 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
     }
 
     stats = cta_stats(stats, scratch);
-    if (ranks > 1) stats = cluster_row_stats(stats, &exchange, &cluster_result, ranks);
+    if (ranks > 1) {
+        if constexpr (kPushStats) {
+            stats = pushed_cluster_row_stats(stats, mailbox, &cluster_result, rank, ranks);
+        } else {
+            stats = cluster_row_stats(stats, &exchange, &cluster_result, ranks);
+        }
+    }
     const RowResult<C> result = row_result(stats);
     const bool ignored = t == args.ignore_index;
     const bool valid = !ignored && t >= 0 && t < n && result.ordinary;
@@ -149,7 +160,7 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
             }
         });
     }
-    if (ranks > 1) cluster_wait();  // peers may still be reading `exchange`
+    if (!kPushStats && ranks > 1) cluster_wait();  // peers may still be reading `exchange`
 }
 
 // 8 to 32 values per thread: up to 1024 threads, the register count left to the compiler.

@@ -330,6 +330,34 @@ __device__ __forceinline__ RowStats<C> cluster_row_stats(const RowStats<C>& s, R
     return row;
 }
 
+// The same exchange by pushes (float statistics): each CTA stores its statistics into every peer's mailbox
+// (cluster.cuh), then warp 0 of every CTA folds its own slots in rank order. No release barrier and none at exit,
+// which the pull above needs; the forward's block-regs measured the difference (performance.md#block-regs).
+// Protocol: mailbox_open(mailbox, ranks) by every thread at the kernel's start, then this once.
+struct PushedRowStats {
+    float max;
+    float sum;
+    float mean;
+    float unused;  // a mailbox slot holds 8 or 16 bytes
+};
+using RowStatsMailbox = ClusterMailbox<PushedRowStats, kCeRegsMaxCluster>;
+
+__device__ __forceinline__ RowStats<float> pushed_cluster_row_stats(const RowStats<float>& s, RowStatsMailbox& mailbox,
+                                                                    RowStats<float>* result, unsigned rank, unsigned ranks) {
+    cluster_wait();  // every peer's mailbox is set up
+    if (threadIdx.x < 32) {
+        const unsigned lane = threadIdx.x;
+        if (lane < ranks) mailbox_post(mailbox, PushedRowStats{s.max, s.sum, s.mean, 0.0f}, rank, lane);
+        mailbox_wait(mailbox);
+        RowStats<float> peer = empty_row_stats<float>();
+        if (lane < ranks) peer = {mailbox.slots[lane].max, mailbox.slots[lane].sum, mailbox.slots[lane].mean};
+        const RowStats<float> folded = lane_group_stats(peer, 32);
+        if (lane == 0) *result = folded;
+    }
+    __syncthreads();
+    return *result;
+}
+
 // ---- a row's results -------------------------------------------------------------------------------------------
 
 template <class C>

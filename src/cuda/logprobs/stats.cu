@@ -4,11 +4,14 @@
 //   stats, lane groups  rows of up to a few thousand elements: a group of 8 or 32 lanes per row, grid-striding
 //                       over the rows, statistics by shuffles;
 //   stats, CTA          one CTA per row chunk: chunks == 1, the CTA owns the row; chunks > 1 and a cluster of that
-//                       many CTAs, the CTAs' statistics meet through distributed shared memory and rank 0
+//                       many CTAs, the CTAs' statistics meet through distributed shared memory (pushed into
+//                       every peer's mailbox for float statistics) and rank 0
 //                       finishes the row; chunks > 1 and `split`, each CTA leaves its chunk's statistics in the
 //                       workspace and
 //   combine             folds them, a warp per row in chunk order, and finishes the row.
 // Every fold has a fixed order, so the results are the same bits on every run. performance.md#log-probabilities.
+#include <type_traits>
+
 #include "cuda/logprobs/rows.cuh"
 
 namespace smx::cuda {
@@ -86,11 +89,15 @@ __device__ __forceinline__ void stats_ctas(const LogprobsRowsParams& args) {
     __shared__ RowStats<C> scratch[33];
     __shared__ RowStats<C> exchange;
     __shared__ RowStats<C> cluster_result;
+    constexpr bool kPushStats = std::is_same_v<C, float>;  // as ce-regs: float statistics pushed, double pulled
+    __shared__ RowStatsMailbox mailbox;
     const std::int64_t chunks = args.chunks;
     const std::int64_t rows_per_grid_row = gridDim.x / chunks;
     const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * rows_per_grid_row + blockIdx.x / chunks;
     const std::int64_t chunk = blockIdx.x % chunks;
     if (row >= args.rows) return;  // a cluster's CTAs share the row, so they leave together
+    const bool cluster = chunks > 1 && args.split == 0;
+    if (kPushStats && cluster) mailbox_open(mailbox, static_cast<unsigned>(chunks));
     const std::int64_t begin = chunk * args.slice_len;
     const std::int64_t remaining = args.row_len - begin;
     const std::int64_t count = remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len);
@@ -101,6 +108,10 @@ __device__ __forceinline__ void stats_ctas(const LogprobsRowsParams& args) {
         finish_row<X>(args, row, stats, threadIdx.x, blockDim.x);
     } else if (args.split != 0) {
         if (threadIdx.x == 0) workspace_partials<C>(args.operand.workspace, args.rows)[row * chunks + chunk] = stats;
+    } else if constexpr (kPushStats) {
+        stats = pushed_cluster_row_stats(stats, mailbox, &cluster_result, static_cast<unsigned>(chunk),
+                                         static_cast<unsigned>(chunks));
+        if (chunk == 0) finish_row<X>(args, row, stats, threadIdx.x, blockDim.x);
     } else {
         stats = cluster_row_stats(stats, &exchange, &cluster_result, static_cast<unsigned>(chunks));
         if (chunk == 0) finish_row<X>(args, row, stats, threadIdx.x, blockDim.x);
