@@ -78,25 +78,32 @@ smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanC
     const std::int64_t resident = static_cast<std::int64_t>(std::max(choice->ctas_per_sm, 1)) * context.limits.multiprocessor_count;
     const LongRowsPreference preference = context.preferences.long_rows;
     const bool forced = preference == LongRowsPreference::Cluster || preference == LongRowsPreference::Split;
-    // Fewer rows than the device holds CTAs: each row over several CTAs, chunks of at least min_chunk.
+    // Fewer rows than the device holds CTAs: each row over several CTAs, chunks of at least min_chunk, as many
+    // as keep every row's CTAs resident at once (one wave: a second one would start only as the first ends).
     const std::int64_t most_chunks = problem.row_len / tuning.min_chunk;
     if ((problem.rows >= resident && !forced) || most_chunks < 2) return SMX_STATUS_SUCCESS;
-    std::int64_t chunks = std::min(ceil_div(tuning.fill_waves * resident, problem.rows), most_chunks);
+    std::int64_t chunks = std::min(tuning.fill_waves * resident / problem.rows, most_chunks);
     if (forced) chunks = std::max<std::int64_t>(chunks, 2);
     if (chunks < 2) return SMX_STATUS_SUCCESS;
-    // A cluster per row where one of at most cap CTAs makes enough CTAs: no workspace, no second kernel.
+    // A cluster per row where one of at most cap CTAs makes enough CTAs: no workspace, no second kernel. The
+    // largest such cluster whose rows all fit the device at once (clusters pack into GPCs, so fewer fit than
+    // resident / C).
     const int cap = cluster_cap(context);
     const bool try_cluster = preference != LongRowsPreference::Split && cap >= 2 &&
                              (chunks <= cap || problem.rows * cap >= resident || preference == LongRowsPreference::Cluster);
     if (try_cluster) {
-        const std::int64_t wanted = std::min<std::int64_t>(chunks, cap);
-        const std::int64_t slice_len = round_up(ceil_div(problem.row_len, wanted), kChunkGranule);
-        const std::int64_t ranks = ceil_div(problem.row_len, slice_len);
         SMX_RETURN_IF_ERROR(allow_large_clusters(choice->kernel, "logprobs stats"));
-        if (ranks >= 2 && max_active_clusters(choice->kernel, static_cast<int>(ranks), choice->threads, 0) > 0) {
-            choice->chunks = ranks;
-            choice->slice_len = slice_len;
-            return SMX_STATUS_SUCCESS;
+        for (std::int64_t wanted = std::min<std::int64_t>(chunks, cap); wanted >= 2; --wanted) {
+            const std::int64_t slice_len = round_up(ceil_div(problem.row_len, wanted), kChunkGranule);
+            const std::int64_t ranks = ceil_div(problem.row_len, slice_len);
+            if (ranks < 2) break;
+            const int fitting = max_active_clusters(choice->kernel, static_cast<int>(ranks), choice->threads, 0);
+            const bool one_wave = fitting >= problem.rows || preference == LongRowsPreference::Cluster;
+            if (fitting > 0 && one_wave) {
+                choice->chunks = ranks;
+                choice->slice_len = slice_len;
+                return SMX_STATUS_SUCCESS;
+            }
         }
     }
     choice->slice_len = round_up(ceil_div(problem.row_len, chunks), kChunkGranule);
@@ -156,15 +163,20 @@ bool better_regs(const CeRegsChoice& a, const CeRegsChoice& b, int min_ctas_per_
 
 }  // namespace
 
-smxStatus_t choose_ce_regs(const RowsProblem& problem, const PlanContext& context, CeRegsChoice* choice) {
+namespace {
+
+// The smallest cluster whose best configuration has >= min_ctas_per_sm CTAs per SM with >= good_utilization of
+// its register slots holding logits (*found; fits false where none), and the best configuration seen on the way
+// (*best_seen).
+smxStatus_t search_ce_regs(const RowsProblem& problem, const PlanContext& context, int min_ctas_per_sm,
+                           double good_utilization, CeRegsChoice* found, CeRegsChoice* best_seen) {
     const LogprobsTuning& tuning = context.tuning.logprobs;
-    *choice = {};
-    if (problem.row_len < 1) return SMX_STATUS_SUCCESS;
+    *found = {};
+    *best_seen = {};
     const int max_cluster = cluster_cap(context);
     const int max_threads = std::min(kCeRegsMaxThreads, std::max(context.limits.max_threads_per_block, tuning.regs_min_threads));
     // Whole 16-byte packs of the wider of logits and dlogits: every CTA's slice keeps the row's phase.
     const std::int64_t pack = 16 / static_cast<std::int64_t>(std::max(dtype_size(problem.x_dtype), dtype_size(problem.dlogits_dtype)));
-    CeRegsChoice fallback;
     for (int cluster = 1; cluster <= max_cluster; ++cluster) {
         const std::int64_t slice_len = round_up(ceil_div(problem.row_len, cluster), pack);
         if (cluster > 1 && slice_len < tuning.regs_min_cluster_slice) break;
@@ -186,15 +198,52 @@ smxStatus_t choose_ce_regs(const RowsProblem& problem, const PlanContext& contex
             }
             const CeRegsChoice candidate{true, kernel, cluster, static_cast<int>(threads), values, slice_len, ctas_per_sm,
                                          static_cast<double>(problem.row_len) / static_cast<double>(cluster * threads * values)};
-            if (better_regs(candidate, best, tuning.regs_min_ctas_per_sm)) best = candidate;
+            if (better_regs(candidate, best, min_ctas_per_sm)) best = candidate;
         }
-        if (best.fits && best.ctas_per_sm >= tuning.regs_min_ctas_per_sm && best.utilization >= tuning.regs_good_utilization) {
-            *choice = best;
+        if (best.fits && best.ctas_per_sm >= min_ctas_per_sm && best.utilization >= good_utilization) {
+            *found = best;
             return SMX_STATUS_SUCCESS;
         }
-        if (better_regs(best, fallback, tuning.regs_min_ctas_per_sm)) fallback = best;
+        if (better_regs(best, *best_seen, min_ctas_per_sm)) *best_seen = best;
     }
-    *choice = fallback;
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+smxStatus_t choose_ce_regs(const RowsProblem& problem, const PlanContext& context, CeRegsChoice* choice) {
+    const LogprobsTuning& tuning = context.tuning.logprobs;
+    *choice = {};
+    if (problem.row_len < 1) return SMX_STATUS_SUCCESS;
+    CeRegsChoice best_seen;
+    SMX_RETURN_IF_ERROR(search_ce_regs(problem, context, tuning.regs_min_ctas_per_sm, tuning.regs_good_utilization, choice,
+                                       &best_seen));
+    if (!choice->fits) {
+        *choice = best_seen;
+        return SMX_STATUS_SUCCESS;
+    }
+    // More, smaller CTAs per SM where the forward's block-regs measured them faster (performance.md#block-regs):
+    // 16-bit logits and dlogits at 4+ per SM with fuller slots; f32 logits at 8, else 4 per SM. Taken where found.
+    struct Denser {
+        int min_ctas_per_sm;
+        double good_utilization;
+    };
+    const bool packed_pair = dtype_size(problem.x_dtype) == 2 && dtype_size(problem.dlogits_dtype) == 2;
+    const bool f32_logits = problem.x_dtype == SMX_DTYPE_F32;
+    const Denser packed[] = {{tuning.regs_packed_min_ctas_per_sm, tuning.regs_packed_good_utilization}};
+    const Denser f32[] = {{tuning.regs_f32_min_ctas_per_sm, tuning.regs_good_utilization},
+                          {tuning.regs_f32_fallback_min_ctas_per_sm, tuning.regs_good_utilization}};
+    const Denser* searches = packed_pair ? packed : f32_logits ? f32 : nullptr;
+    const int search_count = packed_pair ? 1 : f32_logits ? 2 : 0;
+    for (int i = 0; i < search_count && choice->ctas_per_sm < searches[i].min_ctas_per_sm; ++i) {
+        CeRegsChoice denser;
+        SMX_RETURN_IF_ERROR(search_ce_regs(problem, context, searches[i].min_ctas_per_sm, searches[i].good_utilization,
+                                           &denser, &best_seen));
+        if (denser.fits) {
+            *choice = denser;
+            break;
+        }
+    }
     return SMX_STATUS_SUCCESS;
 }
 

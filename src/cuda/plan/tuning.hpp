@@ -95,12 +95,16 @@ struct LogprobsTuning {
     std::int64_t eight_lane_max_len;    // stats: rows this short take 8 lanes a row
     std::int64_t warp_max_len;          //   rows this short a warp a row, longer ones a CTA (or more)
     std::int64_t wide_cta_min_len;      //   rows this long take 512-thread CTAs, shorter ones 256
-    std::int64_t fill_waves;            //   fewer rows than resident CTAs: chunks until about this many waves
+    std::int64_t fill_waves;            //   fewer rows than resident CTAs: chunks while the rows' CTAs fit this many waves
     std::int64_t min_chunk;             //   ... never into chunks shorter than this
     int regs_min_ctas_per_sm;           // ce-regs search: "several CTAs per SM"
     double regs_good_utilization;       //   and the share of register slots holding logits that is good
     int regs_min_threads;               //   smallest CTA
     std::int64_t regs_min_cluster_slice;  // slices shorter than this are not worth a cluster CTA
+    int regs_packed_min_ctas_per_sm;    //   16-bit logits and dlogits: then the smallest cluster with this many
+    double regs_packed_good_utilization;  //     CTAs per SM and this share full, where one exists
+    int regs_f32_min_ctas_per_sm;       //   f32 logits: then the smallest cluster with this many per SM,
+    int regs_f32_fallback_min_ctas_per_sm;  //   else with this many (both at regs_good_utilization)
     std::int64_t write_chunk;           // ce-write: elements of a row per CTA
     std::int64_t general_block_row_len; // general: a CTA per row this long or longer, else a warp
 };
