@@ -1,6 +1,5 @@
 // [cuda] softmax options (issue 53) on the GPU: every option alone for the 16 dtype pairs and both modes,
-// every option on each fast family (warp, block-regs, clusters, grid-regs) at its row lengths with special
-// rows and the plan each takes,
+// every option on the warp family's shapes with special rows and the plans that take the general family,
 // combinations on random layouts, broadcast masks, per-row scale specials, empty rows under both masked-rows
 // modes, NaN and infinities kept and excluded, causal windows (the spatial layout whose contiguous dim comes
 // first included), long rows (a block per row), in place, a CUDA graph, against the float64 options reference
@@ -85,17 +84,10 @@ std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const Hos
         if (has_effective_option(spec)) CHECK(plan_.find(" options=") != std::string::npos);                 \
     } while (0)
 
-// The kind of plan a problem with options may take: the general family, or a fast row family's options
-// instance (Rows layout, the pairs of the benchmark grids, no batch invariance).
-bool options_plan_kind(const std::string& plan) {
-    const std::string kind = kernel_kind(plan);
-    return kind == "general" || kind == "warp" || kind == "block-regs" || kind == "grid-regs";
-}
-
 // Every option on contiguous (rows, n) rows of one dtype pair, with special rows: the plain special rows,
 // a fully excluded row, per-row scales of 0, negative, huge, NaN and infinite, causal windows whose ends fall
-// inside packs, empty rows under both masked-rows modes. `kind` (nullptr: any) is the family every effective
-// spec must plan; each result is checked against the float64 reference.
+// inside packs, empty rows under both masked-rows modes. `kind` is the family every spec must plan; each result
+// is checked against the float64 reference.
 void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
                                 std::int64_t n, const char* kind) {
     HostTensor x = make_tensor(x_dtype, {rows, n});
@@ -149,8 +141,7 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
             INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
             CHECK(mismatch == "");
             CHECK(plan.find(" options=") != std::string::npos);
-            if (kind != nullptr) CHECK(kernel_kind(plan) == kind);
-            CHECK(options_plan_kind(plan));
+            CHECK(kernel_kind(plan) == kind);
         }
     }
 }
@@ -200,7 +191,7 @@ TEST_CASE("cuda options: each option alone matches the reference for every dtype
     }
 }
 
-TEST_CASE("cuda options: every option on the fast row families at their row lengths, against the reference",
+TEST_CASE("cuda options: every option on the warp family's shapes and past them, against the reference",
           "[cuda][options][sanitize]") {
     CudaHandle handle;
     struct Pair {
@@ -212,28 +203,14 @@ TEST_CASE("cuda options: every option on the fast row families at their row leng
                           {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
     struct Case {
         std::int64_t rows, n;
-        const char* kind;  // nullptr: the plan rule picks among the fast families (or general, past them)
+        const char* kind;
     };
-    // Warp: narrow and 32-lane shapes, rows not a multiple of a pack; block-regs: one CTA and clusters (and
-    // the packed 16-bit instance at 16384); long rows: grid-regs or a cluster as the rule has it.
-    const Case cases[] = {{37, 3, "warp"},        {37, 45, "warp"},         {9, 1000, "warp"},
-                          {6, 1031, "block-regs"}, {6, 5000, "block-regs"}, {7, 16384, "block-regs"},
-                          {3, 70001, nullptr}};
+    // Warp: narrow and 32-lane shapes, rows not a multiple of a pack, the longest warp row; past it the
+    // general family (the other fast families have no options instances yet).
+    const Case cases[] = {{37, 3, "warp"}, {37, 45, "warp"}, {9, 1000, "warp"}, {6, 1024, "warp"}, {6, 1031, "general"}};
     for (const Pair& pair : pairs) {
         for (const Case& c : cases) check_every_option_on_rows(handle.get(), pair.x, pair.y, c.rows, c.n, c.kind);
     }
-}
-
-TEST_CASE("cuda options: grid-regs and cluster plans of long rows with options", "[cuda][options]") {
-    CudaHandle handle;
-    {
-        ScopedLongRowsOverride grid("grid");
-        check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 100003, "grid-regs");
-        check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 2, 100003, "grid-regs");
-    }
-    ScopedLongRowsOverride cluster("cluster");
-    check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 100003, "block-regs");
-    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 2, 100003, "block-regs");
 }
 
 TEST_CASE("cuda options: the problems the fast families leave to the general family", "[cuda][options]") {
