@@ -1,4 +1,5 @@
 // [cuda] softmax options (issue 53) on the GPU: every option alone for the 16 dtype pairs and both modes,
+// every option on the warp family's shapes with special rows and the plans that take the general family,
 // combinations on random layouts, broadcast masks, per-row scale specials, empty rows under both masked-rows
 // modes, NaN and infinities kept and excluded, causal windows (the spatial layout whose contiguous dim comes
 // first included), long rows (a block per row), in place, a CUDA graph, against the float64 options reference
@@ -80,8 +81,70 @@ std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const Hos
         const std::string mismatch_ = check_options_on_device(handle, y, x, axis, log_mode, spec, &plan_);   \
         INFO(describe_case(y, x, axis, log_mode) << describe_spec(spec) << " | plan: " << plan_);           \
         CHECK(mismatch_ == "");                                                                              \
-        if (has_effective_option(spec)) CHECK(kernel_kind(plan_) == "general"); /* else the plain plan */     \
+        if (has_effective_option(spec)) CHECK(plan_.find(" options=") != std::string::npos);                 \
     } while (0)
+
+// Every option on contiguous (rows, n) rows of one dtype pair, with special rows: the plain special rows,
+// a fully excluded row, per-row scales of 0, negative, huge, NaN and infinite, causal windows whose ends fall
+// inside packs, empty rows under both masked-rows modes. `kind` is the family every spec must plan; each result
+// is checked against the float64 reference.
+void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                                std::int64_t n, const char* kind) {
+    HostTensor x = make_tensor(x_dtype, {rows, n});
+    fill_random(x, test_rng());
+    add_special_rows(x);
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {rows});
+    fill_random(scale, test_rng(), 2.0);
+    const double factors[] = {0.0, -2.5, 1e30, kNaN, kInf, 1e-30};
+    for (std::int64_t r = 0; r < rows && r < 6; ++r) scale.set(r, factors[r]);
+    HostTensor keep = random_keep_mask({rows, n}, test_rng(), 0.7);
+    for (std::int64_t j = 0; j < n; ++j) keep.set((rows - 1) * n + j, false);  // the last row: nothing kept
+    const HostTensor additive = random_additive_mask(x_dtype, {rows, n}, test_rng());
+    const HostTensor shared_additive = random_additive_mask(SMX_DTYPE_F32, {n}, test_rng());  // row stride 0
+    const std::int64_t causal_offsets[] = {0, -2, n - rows, n / 3 + 1};
+    for (bool log_mode : {false, true}) {
+        HostTensor y = make_tensor(y_dtype, {rows, n});
+        std::vector<OptionsSpec> specs;
+        OptionsSpec spec;
+        spec.scale = 0.37;
+        specs.push_back(spec);
+        spec = {};
+        spec.scale_tensor = &scale;
+        specs.push_back(spec);
+        spec = {};
+        spec.mask = &keep;
+        specs.push_back(spec);
+        spec.zero_rows = true;
+        specs.push_back(spec);
+        spec = {};
+        spec.mask = &additive;
+        specs.push_back(spec);
+        spec.mask = &shared_additive;
+        spec.scale_tensor = &scale;
+        specs.push_back(spec);
+        for (std::int64_t k : causal_offsets) {
+            spec = {};
+            spec.causal = k;
+            spec.zero_rows = k < 0;
+            specs.push_back(spec);
+        }
+        spec = {};
+        spec.zero_rows = true;
+        specs.push_back(spec);
+        spec.causal = n / 2;
+        spec.scale = -1.5;
+        spec.mask = &keep;
+        specs.push_back(spec);
+        for (const OptionsSpec& s : specs) {
+            std::string plan;
+            const std::string mismatch = check_options_on_device(handle, y, x, 1, log_mode, s, &plan);
+            INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(plan.find(" options=") != std::string::npos);
+            CHECK(kernel_kind(plan) == kind);
+        }
+    }
+}
 
 }  // namespace
 
@@ -125,6 +188,61 @@ TEST_CASE("cuda options: each option alone matches the reference for every dtype
                 CHECK_OPTIONS(handle.get(), y, x, -1, log_mode, spec);
             }
         }
+    }
+}
+
+TEST_CASE("cuda options: every option on the warp family's shapes and past them, against the reference",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    struct Pair {
+        smxDataType_t x, y;
+    };
+    const Pair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                          {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                          {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
+    struct Case {
+        std::int64_t rows, n;
+        const char* kind;
+    };
+    // Warp: narrow and 32-lane shapes, rows not a multiple of a pack, the longest warp row; past it the
+    // general family (the other fast families have no options instances yet).
+    const Case cases[] = {{37, 3, "warp"}, {37, 45, "warp"}, {9, 1000, "warp"}, {6, 1024, "warp"}, {6, 1031, "general"}};
+    for (const Pair& pair : pairs) {
+        for (const Case& c : cases) check_every_option_on_rows(handle.get(), pair.x, pair.y, c.rows, c.n, c.kind);
+    }
+}
+
+TEST_CASE("cuda options: the problems the fast families leave to the general family", "[cuda][options]") {
+    CudaHandle handle;
+    HostTensor x = make_tensor(SMX_DTYPE_F64, {5, 300});
+    fill_random(x, test_rng());
+    HostTensor y = make_tensor(SMX_DTYPE_F64, {5, 300});
+    OptionsSpec spec;
+    spec.scale = 0.5;
+    std::string plan;
+    CHECK(check_options_on_device(handle.get(), y, x, 1, false, spec, &plan) == "");
+    CHECK(kernel_kind(plan) == "general");  // f64: no options instance
+    // A (B, 1, N) mask over (B, H, N) rows: its rows do not follow x's, so the problem's layout is General.
+    HostTensor x3 = make_tensor(SMX_DTYPE_F32, {2, 3, 300});
+    fill_random(x3, test_rng());
+    HostTensor y3 = make_tensor(SMX_DTYPE_F32, {2, 3, 300});
+    const HostTensor padding = random_keep_mask({2, 1, 300}, test_rng(), 0.6);
+    spec = {};
+    spec.mask = &padding;
+    CHECK(check_options_on_device(handle.get(), y3, x3, 2, false, spec, &plan) == "");
+    CHECK(kernel_kind(plan) == "general");
+    // Batch invariance keeps the general family's reduction order on every layout, so its plan's family
+    // is the same whatever the row count.
+    for (std::int64_t rows : {1, 7, 64, 4096}) {
+        HostTensor xb = make_tensor(SMX_DTYPE_BF16, {rows, 1000});
+        fill_random(xb, test_rng());
+        HostTensor yb = make_tensor(SMX_DTYPE_F32, {rows, 1000});
+        spec = {};
+        spec.batch_invariant = true;
+        REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
+        INFO("rows " << rows << " | plan: " << plan);
+        CHECK(kernel_kind(plan) == "general");
     }
 }
 

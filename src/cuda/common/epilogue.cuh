@@ -19,6 +19,7 @@ namespace smx::cuda {
 // take the max of the transformed values for any input whose kRaw is false.
 struct PlainInput {
     static constexpr bool kRaw = true;
+    static constexpr bool kPerRow = false;  // nothing bound per row (options.cuh's RowsOptionsInput binds it)
     template <class Params>
     __device__ __forceinline__ static PlainInput of(const Params& /*args*/) {
         return {};

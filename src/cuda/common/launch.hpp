@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "core/device_limits.hpp"
 #include "cuda/common/param_block.hpp"
@@ -50,8 +52,14 @@ public:
     virtual smxStatus_t run(const ForwardOperands& operands, cudaStream_t stream) const = 0;
 };
 
-// Params: a family's parameter struct, with bind(x, y, workspace, x_size, y_size) filling in the pointers; its
-// kernels take it as a ParamBlock.
+// Whether a family's parameters carry the fast families' options (a member `options` with bind(scale, mask)).
+template <class Params, class = void>
+constexpr bool kCarriesOptions = false;
+template <class Params>
+constexpr bool kCarriesOptions<Params, std::void_t<decltype(std::declval<Params&>().options.bind(nullptr, nullptr))>> = true;
+
+// Params: a family's parameter struct, with bind(x, y, workspace, x_size, y_size) filling in the pointers (and
+// options.bind(scale, mask) the option operands' where it carries them); its kernels take it as a ParamBlock.
 template <class Params>
 class FamilyCall final : public KernelCall {
 public:
@@ -64,6 +72,7 @@ public:
     smxStatus_t run(const ForwardOperands& operands, cudaStream_t stream) const override {
         ParamBlock<Params> bound = params;
         bound.bind(operands.x, operands.y, operands.workspace, x_size, y_size);
+        if constexpr (kCarriesOptions<Params>) bound.options.bind(operands.scale, operands.mask);
         return launch_all(launches.data(), launch_count, &bound, stream);
     }
 };

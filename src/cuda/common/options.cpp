@@ -39,4 +39,27 @@ OptionsParams options_params(const RowGeometry& geometry, const SoftmaxOptions& 
     return params;
 }
 
+bool rows_options_apply(const RowGeometry& geometry, const SoftmaxOptions& options) {
+    if (geometry.layout != RowLayout::Rows) return false;
+    if (options.needs_mask_data() && options.mask_layout.axis_stride != 1 && geometry.row_len > 1) return false;
+    return !options.causal || options.causal_row_divisor == 1;
+}
+
+RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options) {
+    // The general family's reading of the options, with each operand's index strides reduced to its row stride.
+    const OptionsParams general = options_params(geometry, options);
+    RowsOptionsParams params;
+    params.scalar_scale = general.scalar_scale;
+    params.scale_row_stride = options.scale_layout.row_stride;
+    params.mask_row_stride = options.mask_layout.row_stride;
+    params.causal_offset = general.causal_offset;
+    params.causal_queries = general.causal_queries;
+    params.scale_kind = general.scale_kind;
+    params.mask_kind = general.mask_kind;
+    params.mask_dtype = general.mask_dtype;
+    params.causal = general.causal;
+    params.zero_rows = general.zero_rows;
+    return params;
+}
+
 }  // namespace smx::cuda

@@ -105,6 +105,108 @@ __device__ __forceinline__ OptionsRowInput<C> bind_row(const OptionsInput<C>& in
     return {options, mask_offset, last_kept, scale};
 }
 
+// ---- the fast row families (Rows layout: RowsOptionsParams) ------------------------------------------
+// Their bodies take an input type with kPerRow: PlainInput's is false (every element kept, the body's code as
+// it was), RowsOptionsInput binds each row's scale, mask row and causal window, and turns each x into z.
+
+// Bytes of an additive mask element (F16, BF16, F32 or F64).
+__device__ __forceinline__ std::int64_t additive_mask_bytes(int dtype) {
+    return dtype == SMX_DTYPE_F16 || dtype == SMX_DTYPE_BF16 ? 2 : dtype == SMX_DTYPE_F32 ? 4 : 8;
+}
+
+// One row's options on the fast families: elements at or past `read_len` are excluded and never read (the
+// causal window; the plain rows' edge handling bounds the reads), the others become z = scale * x + additive
+// mask, or -inf where a keep mask excludes them. An excluded element's -inf then gives 0 (log: -inf) through
+// the plain formulas, NaN in a row whose sum is NaN, and NaN in a row with nothing to normalize, as the
+// reference has it; zero_rows is applied at the write (empty_row_value).
+template <class C>
+struct RowsOptionsRow {
+    const RowsOptionsParams& options;
+    const unsigned char* mask_row;  // the row's mask bytes (either kind); NULL without a mask
+    std::int64_t read_len;
+    C scale;
+
+    __device__ __forceinline__ C operator()(C value, std::int64_t j) const {
+        if (options.mask_kind == 1 && mask_row[j] == 0) return neg_inf<C>();
+        const C scaled = options.scale_kind != 0 ? scale * value : value;
+        if (options.mask_kind != 2) return scaled;
+        return scaled + load_additive<C>(mask_row, options.mask_dtype, j);
+    }
+};
+
+struct RowsOptionsInput {
+    static constexpr bool kRaw = false;
+    static constexpr bool kPerRow = true;
+    const RowsOptionsParams& options;
+
+    template <class Params>
+    __device__ __forceinline__ static RowsOptionsInput of(const Params& args) {
+        return {args.options};
+    }
+
+    template <class C>
+    __device__ __forceinline__ RowsOptionsRow<C> bind(std::int64_t row, std::int64_t row_len) const {
+        const unsigned char* mask_row = nullptr;
+        if (options.mask_kind != 0) {
+            const std::int64_t mask_size = options.mask_kind == 1 ? 1 : additive_mask_bytes(options.mask_dtype);
+            mask_row = static_cast<const unsigned char*>(options.mask) + row * options.mask_row_stride * mask_size;
+        }
+        std::int64_t read_len = row_len;
+        if (options.causal != 0) {
+            const std::int64_t last = row % options.causal_queries + options.causal_offset;  // clamped: no overflow
+            read_len = last + 1 < read_len ? (last + 1 < 0 ? 0 : last + 1) : read_len;
+        }
+        C scale = C(1);
+        if (options.scale_kind == 1) scale = C(options.scalar_scale);
+        if (options.scale_kind == 2) scale = C(options.scale[row * options.scale_row_stride]);
+        return {options, mask_row, read_len, scale};
+    }
+
+    // Whether a row of this max writes empty_row_value everywhere: masked_rows zero and nothing to normalize
+    // (the formulas give such rows NaN, masked_rows nan's value).
+    template <class C>
+    __device__ __forceinline__ bool writes_empty_row(C row_max) const {
+        return options.zero_rows != 0 && row_max == neg_inf<C>();
+    }
+};
+
+// Whether a fast family's row writes empty_row_value (never for inputs without per-row options).
+template <class Input, class C>
+__device__ __forceinline__ bool writes_empty_row(const Input& input, C row_max) {
+    if constexpr (Input::kPerRow) {
+        return input.writes_empty_row(row_max);
+    } else {
+        return false;
+    }
+}
+
+// masked_rows zero's value for a row with nothing to normalize: 0, log-softmax -inf.
+template <class C>
+__device__ __forceinline__ C empty_row_value(bool log) {
+    return log ? neg_inf<C>() : C(0);
+}
+
+// A fast family's row of an input that binds nothing per row: it reads the whole row, each value as it is.
+template <class Input>
+struct WholeRowInput {
+    const Input& input;
+    std::int64_t read_len;
+    template <class C>
+    __device__ __forceinline__ C operator()(C value, std::int64_t) const {
+        return input(value);
+    }
+};
+
+// Row `row` of `input` as a fast family's body reads it: read_len and the transform of element j.
+template <class C, class Input>
+__device__ __forceinline__ auto bind_fast_row(const Input& input, std::int64_t row, std::int64_t row_len) {
+    if constexpr (Input::kPerRow) {
+        return input.template bind<C>(row, row_len);
+    } else {
+        return WholeRowInput<Input>{input, row_len};
+    }
+}
+
 // The forward output with the options' rules (mode at run time, as ForwardOutput): a row with nothing to
 // normalize (statistics max -inf: nothing kept, or every kept z -inf) gives NaN or, with zero_rows, 0 (log:
 // -inf); an excluded element gives 0 (log: -inf), but NaN in a row whose sum is NaN (a kept NaN or +inf).

@@ -39,4 +39,35 @@ struct OptionsParams {
 // The options of a problem (the forward's or the backward's) with the pointers left empty (bound at the call).
 OptionsParams options_params(const RowGeometry& geometry, const SoftmaxOptions& options);
 
+// The options of a Rows-layout problem as the fast row families read them (warp, block-regs, grid-regs): the
+// per-row scale and the mask are operands of the rows' layout, so row r's start in each is r times its row
+// stride and a mask row is contiguous along the axis. Row r's causal query is r % causal_queries (Rows: the
+// divisor is 1). A plain problem's instances never read it; kinds as OptionsParams'.
+struct RowsOptionsParams {
+    const float* scale = nullptr;  // per-row factors (scale_kind 2)
+    const void* mask = nullptr;
+    double scalar_scale = 1.0;     // scale_kind 1
+    std::int64_t scale_row_stride = 0;
+    std::int64_t mask_row_stride = 0;
+    std::int64_t causal_offset = 0;  // clamped as OptionsParams' is
+    std::int64_t causal_queries = 1;
+    int scale_kind = 0;
+    int mask_kind = 0;
+    int mask_dtype = 0;
+    int causal = 0;
+    int zero_rows = 0;
+
+    void bind(const void* scale_pointer, const void* mask_pointer) {
+        scale = static_cast<const float*>(scale_pointer);
+        mask = mask_pointer;
+    }
+};
+
+// Whether a problem's options can run on the fast row families: Rows layout, the mask contiguous along the
+// axis and causal rows in row order. Others take the general family.
+bool rows_options_apply(const RowGeometry& geometry, const SoftmaxOptions& options);
+
+// The Rows-layout options of a problem that rows_options_apply takes, pointers left empty (bound at the call).
+RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options);
+
 }  // namespace smx::cuda

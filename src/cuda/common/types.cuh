@@ -238,6 +238,13 @@ const void* visit_dtype(smxDataType_t dtype, Visitor&& visit) {
 template <class X, class Y>
 constexpr bool kEveryFamilyPair = std::is_same_v<X, double> == std::is_same_v<Y, double>;
 
+// The pairs the fast row families have options instances for: those of the lastdim and decode benchmark grids
+// (f32 -> f32/bf16, 16-bit -> itself or f32). Each instance doubles a shape's compile time, so the other pairs'
+// options run on the general family.
+template <class X, class Y>
+constexpr bool kRowsOptionsPair = (std::is_same_v<X, float> && !std::is_same_v<Y, __half> && !std::is_same_v<Y, double>) ||
+                                  (sizeof(X) == 2 && (std::is_same_v<Y, X> || std::is_same_v<Y, float>));
+
 // The compute type of a pair: double where either side is f64, float otherwise.
 template <class X, class Y>
 using PairComputeType = std::conditional_t<std::is_same_v<X, double> || std::is_same_v<Y, double>, double, float>;

@@ -13,6 +13,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda/common/launch.hpp"
+#include "cuda/common/options.hpp"
 #include "cuda/plan/preferences.hpp"
 #include "cuda/plan/tuning.hpp"
 #include "ops/softmax/info.hpp"
@@ -55,6 +56,9 @@ Params rows_params(const SoftmaxInfo& info) {
     params.x_row_stride = info.x.row_stride;
     params.y_row_stride = info.y.row_stride;
     params.log_mode = info.is_log() ? 1 : 0;
+    if constexpr (kCarriesOptions<Params>) {
+        if (info.options.any()) params.options = rows_options_params(info, info.options);
+    }
     return params;
 }
 

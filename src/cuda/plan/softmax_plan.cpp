@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "cuda/backend.hpp"
 #include "cuda/block_regs/plan.hpp"
+#include "cuda/common/options.hpp"
 #include "cuda/common/util.hpp"
 #include "cuda/general/plan.hpp"
 #include "cuda/online/plan.hpp"
@@ -107,6 +108,18 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const PlanContext& context, Fa
     return cuda::plan_long_columns(info, context, plan);
 }
 
+// Whether a problem's options run on the warp family's options instances: Rows layout with the mask contiguous
+// along the axis, rows the warp family holds, a pair with options instances (the benchmark grids': f64 and the
+// cross 16-bit pairs have none), and no batch invariance, whose bits must match every layout's, i.e. the
+// general family's (docs/design.md, "Softmax options").
+bool warp_takes_options(const SoftmaxInfo& info) {
+    if (info.options.batch_invariant || info.row_len > cuda::kWarpMaxRowLen) return false;
+    if (!cuda::rows_options_apply(info, info.options)) return false;
+    cuda::WarpShape shape{};
+    const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
+    return cuda::warp_softmax_options_kernel(info.x_dtype, info.y_dtype, shape_index) != nullptr;
+}
+
 // Dtype pairs with f64 on one side only: computed in double by the general family on every layout.
 bool mixed_f64_pair(const SoftmaxInfo& info) {
     return (info.x_dtype == SMX_DTYPE_F64) != (info.y_dtype == SMX_DTYPE_F64);
@@ -125,8 +138,11 @@ smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const
     cuda::ScopedDevice device(device_id);
     SMX_RETURN_IF_ERROR(device.status());
     const PlanContext context{limits, cuda::tuning_for(limits), preferences};
-    if (info.options.any()) {
-        // Options: the general family on every layout for now (docs/design.md, "Softmax options").
+    if (info.options.any() && warp_takes_options(info)) {
+        SMX_RETURN_IF_ERROR(cuda::plan_warp(info, context, &family));
+        family.text += describe(info.options);  // the family's options instance
+    } else if (info.options.any()) {
+        // The other problems with options: the general family (docs/design.md, "Softmax options").
         SMX_RETURN_IF_ERROR(cuda::plan_general_options(info, context, &family));
     } else if (mixed_f64_pair(info)) {
         SMX_RETURN_IF_ERROR(cuda::plan_general(info, context, &family));

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "cuda/common/epilogue.cuh"
+#include "cuda/common/options.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/warp/params.hpp"
 
@@ -95,18 +96,42 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
         for (int r = 0; r < kRowsPerThread; ++r) {
             const bool row_valid = row_of(r) < rows();
             const X* x_row = x + (row_valid ? row_of(r) * static_cast<Index>(args.x_row_stride) : 0);
+            if constexpr (Input::kPerRow) {
+                // The row's options exclude its elements from read_len on (never read, -inf like the padding)
+                // and transform the others. (The plain loop below stays as it was written: merged into one
+                // loop, the compiler scheduled the plain instances differently.)
+                const auto row_input = input.template bind<C>(row_valid ? row_of(r) : Index{0}, row_len);
+                const int read_len = static_cast<int>(row_input.read_len);
 #pragma unroll
-            for (int p = 0; p < kPacksPerLane; ++p) {
-                const int col = (p * kLanes + lane_in_group) * kPack;
-                C* pack = &values[r][p * kPack];
-                if (row_valid && args.x_vector && col + kPack <= row_len) {
-                    load_pack(x_row + col, pack);
+                for (int p = 0; p < kPacksPerLane; ++p) {
+                    const int col = (p * kLanes + lane_in_group) * kPack;
+                    C* pack = &values[r][p * kPack];
+                    if (row_valid && args.x_vector && col + kPack <= read_len) {
+                        load_pack(x_row + col, pack);
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) pack[k] = input(pack[k]);
-                } else {
+                        for (int k = 0; k < kPack; ++k) pack[k] = row_input(pack[k], col + k);
+                    } else {
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) {
-                        pack[k] = row_valid && col + k < row_len ? input(to_compute(x_row[col + k])) : neg_inf<C>();
+                        for (int k = 0; k < kPack; ++k) {
+                            pack[k] = row_valid && col + k < read_len ? row_input(to_compute(x_row[col + k]), col + k)
+                                                                      : neg_inf<C>();
+                        }
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int p = 0; p < kPacksPerLane; ++p) {
+                    const int col = (p * kLanes + lane_in_group) * kPack;
+                    C* pack = &values[r][p * kPack];
+                    if (row_valid && args.x_vector && col + kPack <= row_len) {
+                        load_pack(x_row + col, pack);
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) pack[k] = input(pack[k]);
+                    } else {
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) {
+                            pack[k] = row_valid && col + k < row_len ? input(to_compute(x_row[col + k])) : neg_inf<C>();
+                        }
                     }
                 }
             }
@@ -184,7 +209,15 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
                 }
             }
         };
-        write([&](int r, C held) -> C { return Output::element(held, row_max[r], row_factor[r]); });
+        if constexpr (Input::kPerRow) {
+            // Rows with nothing to normalize follow masked_rows.
+            write([&](int r, C held) -> C {
+                if (writes_empty_row(input, row_max[r])) return empty_row_value<C>(!Output::kUsesExp);
+                return Output::element(held, row_max[r], row_factor[r]);
+            });
+        } else {
+            write([&](int r, C held) -> C { return Output::element(held, row_max[r], row_factor[r]); });
+        }
         if constexpr (kOnePass) break;  // the grid covers every row once
     }
 }
@@ -194,16 +227,17 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
 // is split per mode (performance.md#warp).
 // The index width is a run-time choice (a uniform branch) in the instances of at most
 // kWarpOffsets32MaxValues values per thread, which hold both bodies; wider ones have the 64-bit body only.
-template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+// Input: PlainInput, or RowsOptionsInput for the options instances.
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, class Input = PlainInput>
 __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
     const auto body = [&](auto index_tag) {
         using Index = typename decltype(index_tag)::type;
         if (args.log_mode != 0) {
-            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, PlainInput, LogSoftmaxOutput, Index>(
-                args, PlainInput::of(args));
+            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, Input, LogSoftmaxOutput, Index>(
+                args, Input::of(args));
         } else {
-            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, PlainInput, SoftmaxOutput, Index>(
-                args, PlainInput::of(args));
+            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, Input, SoftmaxOutput, Index>(
+                args, Input::of(args));
         }
     };
     if constexpr (kCols * kRowsPerThread <= kWarpOffsets32MaxValues) {
@@ -244,7 +278,20 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softma
     warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
+// The options instances (RowsOptionsInput): the plain kernels' shapes and launch bounds.
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+__global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax_options(const ParamBlock<WarpParams> args) {
+    warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread, RowsOptionsInput>(args);
+}
+
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, int kMinCtasPerSm>
+__global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm)
+    warp_softmax_options_bounded(const ParamBlock<WarpParams> args) {
+    warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread, RowsOptionsInput>(args);
+}
+
+// kOptions: the options instance of the shape (pairs of kRowsOptionsPair only).
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, bool kOptions>
 const void* warp_kernel_pointer() {
     constexpr int kMinCtas = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
     constexpr bool kNarrow = kLanes < 32;
@@ -253,6 +300,12 @@ const void* warp_kernel_pointer() {
         return nullptr;  // a narrow shape this pair does not take (f32 x lists both row counts)
     } else if constexpr (kTwoPacks && !warp_narrow_two_packs(sizeof(X), sizeof(Y), kLanes)) {
         return nullptr;  // nor a narrow shape of two packs per lane
+    } else if constexpr (kOptions && !kRowsOptionsPair<X, Y>) {
+        return nullptr;
+    } else if constexpr (kOptions && kMinCtas > 0) {
+        return reinterpret_cast<const void*>(&warp_softmax_options_bounded<X, Y, kLanes, kCols, kRowsPerThread, kMinCtas>);
+    } else if constexpr (kOptions) {
+        return reinterpret_cast<const void*>(&warp_softmax_options<X, Y, kLanes, kCols, kRowsPerThread>);
     } else if constexpr (kMinCtas > 0) {
         return reinterpret_cast<const void*>(&warp_softmax_bounded<X, Y, kLanes, kCols, kRowsPerThread, kMinCtas>);
     } else {
@@ -261,25 +314,27 @@ const void* warp_kernel_pointer() {
 }
 
 // The instance for shape `shape_index` of x's table, as a pointer for cudaLaunchKernel.
-template <class X, class Y, std::size_t... I>
+template <class X, class Y, bool kOptions, std::size_t... I>
 const void* warp_softmax_instance(int shape_index, std::index_sequence<I...>) {
     constexpr auto& shapes = WarpShapeTable<kPackOf<X>>::shapes;
     const void* kernel = nullptr;
     ((shape_index == static_cast<int>(I)
-          ? (kernel = warp_kernel_pointer<X, Y, shapes[I].lanes, shapes[I].cols_per_lane, shapes[I].rows_per_thread>())
+          ? (kernel = warp_kernel_pointer<X, Y, shapes[I].lanes, shapes[I].cols_per_lane, shapes[I].rows_per_thread,
+                                          kOptions>())
           : nullptr),
      ...);
     return kernel;
 }
 
-// Every y dtype for one x dtype: each instances_<x>.cu instantiates one of these.
-template <class X>
+// Every y dtype for one x dtype: each instances_<x>.cu instantiates one of these, each options_<x>.cu the
+// options one.
+template <class X, bool kOptions = false>
 const void* warp_softmax_for_x(smxDataType_t y_dtype, int shape_index) {
     constexpr std::size_t kShapes = WarpShapeTable<kPackOf<X>>::shapes.size();
     return visit_dtype(y_dtype, [shape_index](auto y_tag) -> const void* {
         using Y = typename decltype(y_tag)::type;
         if constexpr (kEveryFamilyPair<X, Y>) {
-            return warp_softmax_instance<X, Y>(shape_index, std::make_index_sequence<kShapes>{});
+            return warp_softmax_instance<X, Y, kOptions>(shape_index, std::make_index_sequence<kShapes>{});
         } else {
             return nullptr;
         }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/options.hpp"
 #include "cuda/common/param_block.hpp"
 #include "smx/smx.h"
 
@@ -24,6 +25,7 @@ struct WarpParams {
     int x_vector = 0;    // x's base and row stride allow 16-byte loads (set at run time from the pointer)
     int y_vector = 0;    // y's base and row stride allow whole-pack stores (set at run time from the pointer)
     int offsets_32 = 0;  // index in 32 bits (the plan found every offset within them)
+    RowsOptionsParams options;  // read by the options instances only (last: the plain ones' offsets stay)
 
     // Fills in the call's pointers and the alignment facts only they decide.
     void bind(const void* x_pointer, void* y_pointer, void* workspace, std::size_t x_size, std::size_t y_size);
@@ -98,5 +100,12 @@ const void* warp_softmax_kernel_f16(smxDataType_t y_dtype, int shape_index);
 const void* warp_softmax_kernel_bf16(smxDataType_t y_dtype, int shape_index);
 const void* warp_softmax_kernel_f32(smxDataType_t y_dtype, int shape_index);
 const void* warp_softmax_kernel_f64(smxDataType_t y_dtype, int shape_index);
+
+// The options instance (RowsOptionsInput) of shape `shape_index`, or nullptr for pairs without one
+// (kRowsOptionsPair: f64 and the cross 16-bit pairs have none).
+const void* warp_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index);
+const void* warp_softmax_options_kernel_f16(smxDataType_t y_dtype, int shape_index);
+const void* warp_softmax_options_kernel_bf16(smxDataType_t y_dtype, int shape_index);
+const void* warp_softmax_options_kernel_f32(smxDataType_t y_dtype, int shape_index);
 
 }  // namespace smx::cuda
