@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_case.hpp"
 #include "bench_check.hpp"
 #include "bench_data.hpp"
 #include "bench_device.hpp"
@@ -177,21 +178,6 @@ Target choose_target(const std::string& requested) {
     return target;
 }
 
-// Repetitions for one case: GPU cases get up to 50 timed calls within a ~50 ms budget, CPU cases a few.
-struct Repetitions {
-    int warmup = 0;
-    int calls = 0;
-    int graph_replays = 0;
-};
-
-Repetitions repetitions_for(const BenchDevice& device, bool quick, double expected_us) {
-    if (device.type() == SMX_DEVICE_CPU) return quick ? Repetitions{1, 3, 0} : Repetitions{1, 5, 0};
-    if (quick) return {2, 10, 5};
-    constexpr double budget_us = 50000.0;
-    const int calls = static_cast<int>(std::clamp(budget_us / std::max(expected_us, 1.0), 10.0, 50.0));
-    return {5, calls, 10};
-}
-
 // Owns the smx descriptors of one case, created on `handle` (smx failures throw BenchError).
 struct CaseDescriptors {
     smxTensorDescriptor_t x = nullptr;
@@ -255,39 +241,6 @@ struct BackwardDescriptors {
     BackwardDescriptors& operator=(const BackwardDescriptors&) = delete;
 };
 
-// `count` buffers of one tensor, each starting on a 256-byte boundary of one allocation.
-class RotatingBuffers {
-public:
-    RotatingBuffers(BenchDevice& device, std::size_t tensor_bytes, int count)
-        : slot_bytes_((tensor_bytes + 255) / 256 * 256), count_(count), memory_(device, slot_bytes_ * count) {}
-    void* slot(int call) const { return static_cast<unsigned char*>(memory_.data()) + slot_bytes_ * (call % count_); }
-    int count() const { return count_; }
-    std::size_t slot_bytes() const { return slot_bytes_; }
-
-private:
-    std::size_t slot_bytes_;
-    int count_;
-    DeviceBuffer memory_;
-};
-
-// Fills every slot with fresh random data of `dtype`, generated on the host in chunks.
-void fill_inputs(BenchDevice& device, const RotatingBuffers& inputs, const Layout& layout, smxDataType_t dtype,
-                 std::uint64_t seed) {
-    constexpr std::int64_t chunk_elements = std::int64_t{1} << 24;
-    const std::int64_t span = layout.span();
-    std::vector<unsigned char> chunk(std::min(span, chunk_elements) * dtype_size(dtype));
-    std::int64_t generated = 0;  // elements over all slots, so each slot holds different data
-    for (int slot = 0; slot < inputs.count(); ++slot) {
-        auto* destination = static_cast<unsigned char*>(inputs.slot(slot));
-        for (std::int64_t first = 0; first < span; first += chunk_elements) {
-            const std::int64_t count = std::min(chunk_elements, span - first);
-            fill_random(chunk.data(), dtype, count, seed, generated);
-            device.copy_to_device(destination + first * dtype_size(dtype), chunk.data(), count * dtype_size(dtype));
-            generated += count;
-        }
-    }
-}
-
 class BenchRun {
 public:
     BenchRun(Target& target, const Options& options, RunInfo& run)
@@ -319,16 +272,11 @@ public:
     smxHandle_t cpu_handle() const { return cpu_reference_handle_; }
 
 private:
-    int buffers_for(std::size_t tensor_bytes) const {
-        const double needed = 4.0 * static_cast<double>(device_.cache_bytes()) / std::max<std::size_t>(tensor_bytes, 1);
-        return std::max(1, static_cast<int>(std::ceil(needed)));
-    }
-
     void run_input_group(const LayoutPlan& plan, std::size_t first, std::size_t end) {
         const Layout& layout = plan.layout;
         const smxDataType_t x_dtype = plan.dtype_pairs[first].x;
         const std::size_t x_bytes = layout.span() * dtype_size(x_dtype);
-        const int buffers = buffers_for(x_bytes);
+        const int buffers = buffers_for(device_, x_bytes);
         std::string setup_error;
         std::unique_ptr<RotatingBuffers> inputs;
         try {
@@ -374,7 +322,7 @@ private:
         for (const DtypePair& dtypes : plan.dtype_pairs) {
             for (smxSoftmaxMode_t mode : plan.modes) {
                 const std::size_t value_bytes = layout.span() * dtype_size(dtypes.y);
-                const int buffers = buffers_for(2 * value_bytes);
+                const int buffers = buffers_for(device_, 2 * value_bytes);
                 CaseRecord record = new_record(layout, dtypes, mode, buffers);
                 record.op += "_backward";
                 // dy and y read, dx written.
@@ -438,38 +386,10 @@ private:
         const CheckResult check = check_backward_against_reference(device_, layout, dtypes, mode, dy.slot(0), y.slot(0),
                                                                    dx.slot(0), rng_);
         if (!record_check(check, record)) return;
-        time_calls(backward, dy.count(), record);
+        time_calls(device_, backward, dy.count(), timing(), run_, record);
     }
 
-    // Copies a check's result into the record; false when it failed (the case is then not timed).
-    static bool record_check(const CheckResult& check, CaseRecord& record) {
-        record.check_passed = check.passed;
-        record.rows_checked = check.rows_checked;
-        record.check_sampled = check.sampled;
-        if (std::isfinite(check.max_error_ratio)) record.max_err_ratio = check.max_error_ratio;
-        if (!check.passed) record.error = "check: " + check.detail;
-        return check.passed;
-    }
-
-    // Times `call` (slot 0's output was just checked, so the timed calls rotate from slot 1) and, with --graph,
-    // replays of a graph of one call per buffer.
-    void time_calls(const std::function<void(int)>& call, int buffers, CaseRecord& record) {
-        const double expected_us = static_cast<double>(record.bytes) / run_.copy_bytes_per_s * 1e6;
-        const Repetitions repetitions = repetitions_for(device_, options_.quick, expected_us);
-        const auto rotated = [&](int index) { call(1 + index); };
-        for (int index = 0; index < repetitions.warmup; ++index) rotated(index);
-        device_.synchronize();
-        const TimingSummary summary = summarize(device_.time_each(
-            [&](int index) { rotated(repetitions.warmup + index); }, repetitions.calls));
-        record.calls = repetitions.calls;
-        record.smx_us = summary.median_us;
-        record.smx_min_us = summary.min_us;
-        record.smx_p90_us = summary.p90_us;
-        if (options_.graph) {
-            constexpr int max_captured = 4096;  // enough calls to rotate through 4x the L2 on decode shapes
-            record.graph_us = device_.time_graph(call, std::min(buffers, max_captured), repetitions.graph_replays);
-        }
-    }
+    TimingChoice timing() const { return {options_.quick, options_.graph}; }
 
     CaseRecord new_record(const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode, int buffers) const {
         CaseRecord record;
@@ -521,7 +441,7 @@ private:
         const CheckResult check = check_against_reference(device_, cpu_reference_handle_, layout, dtypes, mode,
                                                           inputs.slot(0), outputs.slot(0), rng_);
         if (!record_check(check, record)) return;
-        time_calls(forward, inputs.count(), record);
+        time_calls(device_, forward, inputs.count(), timing(), run_, record);
     }
 
     Target& target_;
