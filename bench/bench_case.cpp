@@ -37,7 +37,7 @@ int buffers_for(const BenchDevice& device, std::size_t tensor_bytes) {
 }
 
 void fill_inputs(BenchDevice& device, const RotatingBuffers& inputs, const Layout& layout, smxDataType_t dtype,
-                 std::uint64_t seed) {
+                 std::uint64_t seed, std::int64_t minus_inf_period) {
     constexpr std::int64_t chunk_elements = std::int64_t{1} << 24;
     const std::int64_t span = layout.span();
     std::vector<unsigned char> chunk(std::min(span, chunk_elements) * dtype_size(dtype));
@@ -47,6 +47,12 @@ void fill_inputs(BenchDevice& device, const RotatingBuffers& inputs, const Layou
         for (std::int64_t first = 0; first < span; first += chunk_elements) {
             const std::int64_t count = std::min(chunk_elements, span - first);
             fill_random(chunk.data(), dtype, count, seed, generated);
+            if (minus_inf_period > 0) {
+                const std::int64_t skip = (minus_inf_period - first % minus_inf_period) % minus_inf_period;
+                for (std::int64_t i = skip; i < count; i += minus_inf_period) {
+                    store_from_double(chunk.data(), dtype, i, -HUGE_VAL);
+                }
+            }
             device.copy_to_device(destination + first * dtype_size(dtype), chunk.data(), count * dtype_size(dtype));
             generated += count;
         }

@@ -33,9 +33,10 @@ private:
 int buffers_for(const BenchDevice& device, std::size_t tensor_bytes);
 
 // Fills every slot with fresh random data of `dtype` (never zeros), over the layout's span, generated on the
-// host in chunks; every slot holds different data.
+// host in chunks; every slot holds different data. With minus_inf_period > 0, every element whose index in the
+// slot is a multiple of it is -inf instead (an additive mask's excluded elements).
 void fill_inputs(BenchDevice& device, const RotatingBuffers& inputs, const Layout& layout, smxDataType_t dtype,
-                 std::uint64_t seed);
+                 std::uint64_t seed, std::int64_t minus_inf_period = 0);
 
 // Copies a check's result into the record; false when it failed (the case is then not timed).
 bool record_check(const CheckResult& check, CaseRecord& record);

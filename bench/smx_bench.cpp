@@ -23,6 +23,7 @@
 #include "bench_device.hpp"
 #include "bench_grid.hpp"
 #include "bench_logprobs.hpp"
+#include "bench_options.hpp"
 #include "bench_report.hpp"
 #include "bench_stats.hpp"
 #include "smx/smx.h"
@@ -47,6 +48,11 @@ const char* const usage_text = R"(usage: smx-bench [options]
   --logprobs OPS          the log-probability cases instead of the softmax grid: all, or some of
                           logsumexp,log_softmax_gather,cross_entropy_forward,cross_entropy (--shapes RxC,...
                           picks shapes; --quick, --list, --plans, --json, --seed apply)
+  --options LIST          the softmax options cases on the softmax grid's layouts, each beside plain softmax
+                          on the same layout, pair and op: all, or some of scale,scale_per_row,causal,
+                          additive_mask,bool_mask,masked_rows_zero,batch_invariant (--group, --ops, --dtypes,
+                          --shapes filter as for the grid; default pairs f32:f32,bf16:bf16,bf16:f32, on the
+                          CPU f32:f32,bf16:f32)
   --quick                 fewer repetitions
   --graph                 also time each case as a CUDA graph replay
   --json PATH             write every record as JSON
@@ -62,6 +68,7 @@ struct Options {
     GridFilter filter;
     bool backward = false;
     std::string logprobs;  // --logprobs: "all" or the ops
+    std::string options;   // --options: "all" or the option cases
     bool quick = false;
     bool graph = false;
     bool list_only = false;
@@ -101,6 +108,8 @@ Options parse_options(int argc, char** argv) {
             options.backward = pass == "backward";
         } else if (arg == "--logprobs") {
             options.logprobs = value();
+        } else if (arg == "--options") {
+            options.options = value();
         } else if (arg == "--quick") {
             options.quick = true;
         } else if (arg == "--graph") {
@@ -130,6 +139,9 @@ Options parse_options(int argc, char** argv) {
     if (options.backward && !options.logprobs.empty()) {
         // The log-probability cases have no softmax pass: cross_entropy already times the forward with dlogits.
         throw std::invalid_argument("--pass backward applies to the softmax grid, not to --logprobs");
+    }
+    if (!options.options.empty() && (options.backward || !options.logprobs.empty())) {
+        throw std::invalid_argument("--options measures the forward alone: not with --pass backward or --logprobs");
     }
     return options;
 }
@@ -487,7 +499,12 @@ int run_main(int argc, char** argv) {
         logprobs ? logprobs_cases(options.logprobs == "all" ? std::vector<std::string>{} : split_list(options.logprobs),
                                   options.filter.shape_tokens)
                  : std::vector<LogprobsCase>{};
-    const std::vector<LayoutPlan> grid = logprobs ? std::vector<LayoutPlan>{} : build_grid(target.device->type(), options.filter);
+    const bool with_options = !options.options.empty();
+    const std::vector<OptionCase> option_cases =
+        with_options ? parse_option_cases(options.options) : std::vector<OptionCase>{};
+    GridFilter filter = options.filter;
+    if (with_options && filter.dtype_pairs.empty()) filter.dtype_pairs = default_option_pairs(target.device->type());
+    const std::vector<LayoutPlan> grid = logprobs ? std::vector<LayoutPlan>{} : build_grid(target.device->type(), filter);
     if (options.list_only) {
         for (const LogprobsCase& c : logprobs_grid) {
             std::printf("%-8s %-22s %-5s %s\n", c.group.c_str(), c.op.c_str(), dtype_name(c.dtype), c.label().c_str());
@@ -495,6 +512,15 @@ int run_main(int argc, char** argv) {
         for (const LayoutPlan& plan : grid) {
             for (const DtypePair& pair : plan.dtype_pairs) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
+                    if (with_options) {
+                        for (OptionCase option : option_cases) {
+                            if (!option_applies(option, plan.layout)) continue;
+                            std::printf("%-8s %-11s %-16s %-10s %s\n", group_name(plan.layout.group), mode_name(mode),
+                                        option_name(option), dtype_pair_text(pair.x, pair.y).c_str(),
+                                        plan.layout.label.c_str());
+                        }
+                        continue;
+                    }
                     std::printf("%-8s %-11s%s %-10s %s\n", group_name(plan.layout.group), mode_name(mode),
                                 options.backward ? "_backward" : "", dtype_pair_text(pair.x, pair.y).c_str(),
                                 plan.layout.label.c_str());
@@ -515,6 +541,15 @@ int run_main(int argc, char** argv) {
         for (const LayoutPlan& plan : grid) {
             for (const DtypePair& pair : plan.dtype_pairs) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
+                    if (with_options) {  // the option joins the op ("softmax+causal"), so the columns stay
+                        for (OptionCase option : option_cases) {
+                            if (!option_applies(option, plan.layout)) continue;
+                            std::printf("%s+%s\t%s\t%s\t%s\t%s\n", mode_name(mode), option_name(option),
+                                        dtype_name(pair.x), dtype_name(pair.y), plan.layout.label.c_str(),
+                                        option_plan(target.handle, plan.layout, pair, mode, option).c_str());
+                        }
+                        continue;
+                    }
                     std::printf("%s%s\t%s\t%s\t%s\t%s\n", mode_name(mode), options.backward ? "_backward" : "",
                                 dtype_name(pair.x), dtype_name(pair.y), plan.layout.label.c_str(),
                                 plan_of(target.handle, plan.layout, pair, mode, options.backward).c_str());
@@ -549,22 +584,29 @@ int run_main(int argc, char** argv) {
     }
     std::printf(options.backward ? "time: median per call; bytes = numel * (2 sizeof y + sizeof x): dy and y read, dx "
                                    "written (x->y is the forward's pair)\n\n"
-                                 : "time: median per call; bytes = numel * (sizeof x + sizeof y)\n\n");
+                : with_options ? "time: median per call; bytes = numel * (sizeof x + sizeof y) + the mask's and the "
+                                 "per-row scale's own bytes (causal: the unread elements counted as read); x plain = "
+                                 "time / plain's time on the same layout, pair and op\n\n"
+                               : "time: median per call; bytes = numel * (sizeof x + sizeof y)\n\n");
 
     int failed = 0;
     {
         BenchRun bench(target, options, run);
-        std::vector<CaseRecord> logprobs_records;
-        if (logprobs) {
+        std::vector<CaseRecord> mode_records;  // --options' or --logprobs' (the grid's are the BenchRun's)
+        if (with_options) {
+            std::mt19937_64 rng(options.seed);
+            mode_records = run_option_cases(*target.device, target.handle, bench.cpu_handle(), grid, option_cases,
+                                                run, {options.quick, options.graph}, rng);
+        } else if (logprobs) {
             std::printf("log-probabilities: bytes = x read once (logsumexp, gather, cross_entropy_forward), logits read "
                         "once + dlogits written once (cross_entropy)\n");
             std::mt19937_64 rng(options.seed);
-            logprobs_records = run_logprobs_cases(*target.device, target.handle, bench.cpu_handle(), logprobs_grid, run,
+            mode_records = run_logprobs_cases(*target.device, target.handle, bench.cpu_handle(), logprobs_grid, run,
                                                   options.quick, rng);
         } else {
             bench.run_grid(grid);
         }
-        const std::vector<CaseRecord>& records = logprobs ? logprobs_records : bench.records();
+        const std::vector<CaseRecord>& records = logprobs || with_options ? mode_records : bench.records();
         for (const CaseRecord& record : records) failed += record.check_passed ? 0 : 1;
         std::printf("\n%zu cases, %d failed\n", records.size(), failed);
         if (!options.json_path.empty()) {
