@@ -52,7 +52,7 @@ import torch
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "bench"))
 from compare_torch import (DTYPES, NAMES, RTOL, UNDERFLOW_SLACK, Timer, calls_for, commit_text,  # noqa: E402
-                           copy_bandwidth, import_smx, summary)
+                           copy_bandwidth, import_smx, merged_records, summary)
 
 SCALE = 1.25  # temperature 0.8, as smx-bench --options
 ROW_SCALE_RANGE = (0.5, 2.0)
@@ -525,12 +525,7 @@ def main():
             run_shape(smx, timer, group, shape, x_dtype, pairs, args, copy_bps, args.device, generator, report)
     print_summary(records)
     if args.out:
-        merged = records
-        if args.append and os.path.exists(args.out):
-            with open(args.out) as file:
-                earlier = json.load(file)["records"]
-            fresh = {case_key(r) for r in records}
-            merged = [r for r in earlier if case_key(r) not in fresh] + records
+        merged = merged_records(args.out, records, case_key) if args.append else records
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as file:
             json.dump({"tool": "compare_options", "torch_version": torch.__version__, "seed": seed,
