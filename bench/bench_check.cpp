@@ -74,28 +74,6 @@ void fetch_row(BenchDevice& device, const void* device_data, const std::vector<u
     }
 }
 
-// y = softmax(x) in float64 on the CPU backend, for `rows` dense rows of `row_len`.
-std::vector<double> cpu_reference(smxHandle_t cpu_handle, smxSoftmaxMode_t mode, const std::vector<double>& x,
-                                  std::int64_t rows, std::int64_t row_len) {
-    const std::int64_t shape[2] = {rows, row_len};
-    smxTensorDescriptor_t tensor = nullptr;
-    check_smx(smxCreateTensorDescriptor(&tensor, SMX_DTYPE_F64, 2, shape, nullptr), "reference tensor descriptor");
-    smxSoftmaxDescriptor_t softmax = nullptr;
-    const smxStatus_t created = smxCreateSoftmaxDescriptor(cpu_handle, &softmax, mode, 1, tensor, tensor);
-    smxDestroyTensorDescriptor(tensor);
-    check_smx(created, "reference softmax descriptor");
-    std::vector<double> y(x.size());
-    size_t workspace_bytes = 0;
-    smxStatus_t status = smxGetSoftmaxWorkspaceSize(softmax, &workspace_bytes);
-    std::vector<unsigned char> workspace(workspace_bytes);
-    if (status == SMX_STATUS_SUCCESS) {
-        status = smxSoftmaxForward(softmax, workspace.data(), workspace_bytes, y.data(), x.data(), nullptr);
-    }
-    smxDestroySoftmaxDescriptor(softmax);
-    check_smx(status, "reference softmax on the CPU backend");
-    return y;
-}
-
 // One tensor whose rows are checked: its device data and dtype, and a host copy of all of it where every
 // row is checked (two bulk copies beat one copy per row).
 struct RowSource {
@@ -201,14 +179,41 @@ double relative_tolerance(smxDataType_t y_dtype) {
     return 0.0;
 }
 
-CheckResult check_against_reference(BenchDevice& device, smxHandle_t cpu_handle, const Layout& layout,
-                                    DtypePair dtypes, smxSoftmaxMode_t mode, const void* x, const void* y,
-                                    std::mt19937_64& rng) {
+std::vector<double> reference_softmax(smxHandle_t cpu_handle, smxSoftmaxMode_t mode, const std::vector<double>& x,
+                                      std::int64_t rows, std::int64_t row_len, smxSoftmaxOptions_t options,
+                                      const void* scale, const void* mask) {
+    const std::int64_t shape[2] = {rows, row_len};
+    smxTensorDescriptor_t tensor = nullptr;
+    check_smx(smxCreateTensorDescriptor(&tensor, SMX_DTYPE_F64, 2, shape, nullptr), "reference tensor descriptor");
+    smxSoftmaxDescriptor_t softmax = nullptr;
+    const smxStatus_t created =
+        smxCreateSoftmaxDescriptorWithOptions(cpu_handle, &softmax, mode, 1, tensor, tensor, options);
+    smxDestroyTensorDescriptor(tensor);
+    check_smx(created, "reference softmax descriptor");
+    std::vector<double> y(x.size());
+    size_t workspace_bytes = 0;
+    smxStatus_t status = smxGetSoftmaxWorkspaceSize(softmax, &workspace_bytes);
+    std::vector<unsigned char> workspace(workspace_bytes);
+    if (status == SMX_STATUS_SUCCESS) {
+        status = smxSoftmaxForwardWithOptions(softmax, workspace.data(), workspace_bytes, y.data(), x.data(), scale,
+                                              mask, nullptr);
+    }
+    smxDestroySoftmaxDescriptor(softmax);
+    check_smx(status, "reference softmax on the CPU backend");
+    return y;
+}
+
+CheckResult check_against(BenchDevice& device, const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode,
+                          const void* x, const void* y, const std::vector<RowTensor>& extra,
+                          const RowReference& reference, std::mt19937_64& rng) {
     CheckResult result;
     RowReader reader(device, layout, rng, result);
     RowSource x_rows(x, dtypes.x), y_rows(y, dtypes.y);
+    std::vector<RowSource> extra_rows;
+    for (const RowTensor& tensor : extra) extra_rows.emplace_back(tensor.data, tensor.dtype);
     reader.prepare(x_rows);
     reader.prepare(y_rows);
+    for (RowSource& source : extra_rows) reader.prepare(source);
     const double rtol = relative_tolerance(dtypes.y);
     const double slack = underflow_slack(dtypes.y);
     const bool log_mode = mode == SMX_LOG_SOFTMAX;
@@ -216,15 +221,25 @@ CheckResult check_against_reference(BenchDevice& device, smxHandle_t cpu_handle,
     reader.for_each_batch([&](const std::vector<std::int64_t>& batch_rows) {
         const std::vector<double> x_values = reader.read(x_rows, batch_rows);
         const std::vector<double> y_values = reader.read(y_rows, batch_rows);
-        const std::vector<double> reference = cpu_reference(cpu_handle, mode, x_values,
-                                                            static_cast<std::int64_t>(batch_rows.size()), reader.row_len());
-        for (std::size_t i = 0; i < reference.size(); ++i) {
-            const double expected = reference[i];
+        std::vector<std::vector<double>> extra_values;
+        for (const RowSource& source : extra_rows) extra_values.push_back(reader.read(source, batch_rows));
+        const std::vector<double> expected_values = reference({batch_rows, reader.row_len(), x_values, extra_values});
+        for (std::size_t i = 0; i < expected_values.size(); ++i) {
+            const double expected = expected_values[i];
             const double allowed = log_mode ? rtol * (std::fabs(expected) + 1.0) : rtol * std::fabs(expected) + slack;
             worst.add(y_values[i], expected, allowed, batch_rows[i / reader.row_len()], i % reader.row_len());
         }
     });
     return result;
+}
+
+CheckResult check_against_reference(BenchDevice& device, smxHandle_t cpu_handle, const Layout& layout,
+                                    DtypePair dtypes, smxSoftmaxMode_t mode, const void* x, const void* y,
+                                    std::mt19937_64& rng) {
+    return check_against(device, layout, dtypes, mode, x, y, {}, [&](const CheckedRows& batch) {
+        return reference_softmax(cpu_handle, mode, batch.x, static_cast<std::int64_t>(batch.rows.size()),
+                                 batch.row_len);
+    }, rng);
 }
 
 CheckResult check_backward_against_reference(BenchDevice& device, const Layout& layout, DtypePair dtypes,

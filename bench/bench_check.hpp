@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "bench_device.hpp"
 #include "bench_grid.hpp"
@@ -34,6 +36,37 @@ double relative_tolerance(smxDataType_t y_dtype);
 CheckResult check_against_reference(BenchDevice& device, smxHandle_t cpu_handle, const Layout& layout,
                                     DtypePair dtypes, smxSoftmaxMode_t mode, const void* x, const void* y,
                                     std::mt19937_64& rng);
+
+// y = softmax(x) (or log-softmax) in float64 on the CPU backend for `rows` dense rows of `row_len`, created with
+// `options` (NULL: none) whose tensor options describe (rows, row_len) problems, their data at `scale` and
+// `mask` (NULL where unset). Throws BenchError if an smx call fails.
+std::vector<double> reference_softmax(smxHandle_t cpu_handle, smxSoftmaxMode_t mode, const std::vector<double>& x,
+                                      std::int64_t rows, std::int64_t row_len, smxSoftmaxOptions_t options = nullptr,
+                                      const void* scale = nullptr, const void* mask = nullptr);
+
+// Another tensor laid out as x whose checked rows a reference needs (a full mask), read as float64.
+struct RowTensor {
+    const void* data;
+    smxDataType_t dtype;
+};
+
+// One batch of checked rows as a reference sees it: their row numbers (row-major over x's dims but the axis),
+// x's values row after row, and the same rows of each RowTensor the check was given, in its order.
+struct CheckedRows {
+    const std::vector<std::int64_t>& rows;
+    std::int64_t row_len;
+    const std::vector<double>& x;
+    const std::vector<std::vector<double>>& extra;
+};
+
+// y's float64 reference for a batch of checked rows, row after row.
+using RowReference = std::function<std::vector<double>(const CheckedRows& batch)>;
+
+// check_against_reference with the reference given: compares y with reference(batch) on the checked rows, with
+// the same tolerances; `extra` tensors are read on the same rows for it.
+CheckResult check_against(BenchDevice& device, const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode,
+                          const void* x, const void* y, const std::vector<RowTensor>& extra,
+                          const RowReference& reference, std::mt19937_64& rng);
 
 // The backward's check: reads dy, y (dtypes.y, the forward's output dtype) and dx (dtypes.x, the forward's
 // input dtype) back and compares dx with the formulas in float64 on the same dy and y:

@@ -10,12 +10,6 @@
 namespace smx_bench {
 namespace {
 
-std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
-    std::vector<std::int64_t> strides(shape.size(), 1);
-    for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
-    return strides;
-}
-
 std::string join_dims(const std::vector<std::int64_t>& dims) {
     std::string text;
     for (std::size_t d = 0; d < dims.size(); ++d) text += (d ? "x" : "") + std::to_string(dims[d]);
@@ -160,6 +154,12 @@ const char* group_name(Group group) {
 }
 
 const char* mode_name(smxSoftmaxMode_t mode) { return mode == SMX_LOG_SOFTMAX ? "log_softmax" : "softmax"; }
+
+std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
+    std::vector<std::int64_t> strides(shape.size(), 1);
+    for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+    return strides;
+}
 
 std::int64_t Layout::numel() const {
     std::int64_t count = 1;

@@ -65,4 +65,7 @@ std::vector<std::string> split_list(const std::string& list);
 
 const char* mode_name(smxSoftmaxMode_t mode);
 
+// The strides, in elements, of a contiguous row-major tensor of `shape`.
+std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape);
+
 }  // namespace smx_bench

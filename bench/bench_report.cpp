@@ -70,17 +70,21 @@ std::string dtype_pair_text(smxDataType_t x, smxDataType_t y) {
 }
 
 void TablePrinter::print_header() const {
-    std::printf("%-20s %-10s %-24s %4s %-40s %10s %8s %7s", "op", "x->y", "shape", "dim", "plan", "us",
-                gpu_units_ ? "TB/s" : "GB/s", "%copy");
+    std::printf("%-20s ", "op");
+    if (with_options_) std::printf("%-16s ", "option");
+    std::printf("%-10s %-24s %4s %-40s %10s %8s %7s", "x->y", "shape", "dim", "plan", "us", gpu_units_ ? "TB/s" : "GB/s",
+                "%copy");
+    if (with_options_) std::printf(" %7s", "x plain");
     if (with_graph_) std::printf(" %10s", "graph us");
     std::printf("  %s\n", "check (max err ratio)");
     std::fflush(stdout);
 }
 
 void TablePrinter::print_row(const CaseRecord& record, const RunInfo& run) const {
-    std::printf("%-20s %-10s %-24s %4d %-40s ", record.op.c_str(),
-                dtype_pair_text(record.x_dtype, record.y_dtype).c_str(), record.label.c_str(), record.dim,
-                record.plan.empty() ? "-" : record.plan.c_str());
+    std::printf("%-20s ", record.op.c_str());
+    if (with_options_) std::printf("%-16s ", record.option.c_str());
+    std::printf("%-10s %-24s %4d %-40s ", dtype_pair_text(record.x_dtype, record.y_dtype).c_str(), record.label.c_str(),
+                record.dim, record.plan.empty() ? "-" : record.plan.c_str());
     if (record.smx_us) {
         const double rate = record.bytes_per_s();
         // Two decimals: event medians come in 32 ns steps, and single decode rows differ by tenths of a us.
@@ -88,6 +92,13 @@ void TablePrinter::print_row(const CaseRecord& record, const RunInfo& run) const
                     100.0 * rate / run.copy_bytes_per_s);
     } else {
         std::printf("%10s %8s %7s", "-", "-", "-");
+    }
+    if (with_options_) {
+        if (record.smx_us && record.plain_us) {
+            std::printf(" %6.3fx", *record.smx_us / *record.plain_us);
+        } else {
+            std::printf(" %7s", "-");
+        }
     }
     if (with_graph_) {
         if (record.graph_us) {
@@ -152,6 +163,14 @@ void write_json(const std::string& path, const RunInfo& run, const std::vector<C
             .text("device", run.device_name)
             .text("commit", run.commit)
             .text("date", run.date);
+        if (!record.option.empty()) {
+            std::optional<double> ratio_to_plain;
+            if (record.smx_us && record.plain_us) ratio_to_plain = *record.smx_us / *record.plain_us;
+            object.text("option", record.option)
+                .text("option_detail", record.option_detail)
+                .number("plain_us", record.plain_us)
+                .number("ratio_to_plain", ratio_to_plain);
+        }
         out << (i ? ",\n    " : "\n    ") << object.str();
     }
     out << "\n  ]\n}\n";

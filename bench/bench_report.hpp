@@ -45,23 +45,32 @@ struct CaseRecord {
     std::int64_t rows_checked = 0;
     bool check_sampled = false;
     std::string error;                  // why the case failed, if it did
+    // --options only (bench_options.hpp): the option measured ("plain" for the baseline beside it), what it was
+    // set to, and the plain case's median on the same layout, dtype pair and op in the same run.
+    std::string option;
+    std::string option_detail;
+    std::optional<double> plain_us;
 
     double bytes_per_s() const { return smx_us ? static_cast<double>(bytes) / (*smx_us * 1e-6) : 0.0; }
 };
 
-// Prints the table header and rows on standard output. GPU runs show TB/s, CPU runs GB/s.
+// Prints the table header and rows on standard output. GPU runs show TB/s, CPU runs GB/s. with_options adds
+// the option's column and the time over the plain case's ("x plain").
 class TablePrinter {
 public:
-    TablePrinter(bool gpu_units, bool with_graph) : gpu_units_(gpu_units), with_graph_(with_graph) {}
+    TablePrinter(bool gpu_units, bool with_graph, bool with_options = false)
+        : gpu_units_(gpu_units), with_graph_(with_graph), with_options_(with_options) {}
     void print_header() const;
     void print_row(const CaseRecord& record, const RunInfo& run) const;
 
 private:
     bool gpu_units_;
     bool with_graph_;
+    bool with_options_;
 };
 
 // Writes {"tool": "smx-bench", run facts..., "records": [...]} to `path`; throws BenchError on I/O failure.
+// Records of --options carry option, option_detail, plain_us and ratio_to_plain (smx_us / plain_us) too.
 void write_json(const std::string& path, const RunInfo& run, const std::vector<CaseRecord>& records);
 
 // "f32->bf16" style text of a dtype pair.

@@ -615,6 +615,17 @@ def plot(records, copy_tbps, path):
     print(f"wrote {path}")
 
 
+def merged_records(path, records, key):
+    """The records of an earlier JSON file at `path` (if any) whose key(record) no new record has, then `records`:
+    --append's merge, so that a run can be assembled from parts."""
+    if not os.path.exists(path):
+        return records
+    with open(path) as file:
+        earlier = json.load(file)["records"]
+    fresh = {key(r) for r in records}
+    return [r for r in earlier if key(r) not in fresh] + records
+
+
 def case_key(record):
     return (record["op"], record["label"], record["x_dtype"], record["y_dtype"])
 
@@ -672,12 +683,7 @@ def main():
 
     print_summary(records)
     if args.out:
-        merged = records
-        if args.append and os.path.exists(args.out):
-            with open(args.out) as file:
-                earlier = json.load(file)["records"]
-            fresh = {case_key(r) for r in records}
-            merged = [r for r in earlier if case_key(r) not in fresh] + records
+        merged = merged_records(args.out, records, case_key) if args.append else records
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as file:
             json.dump({"tool": "compare_torch", "torch_version": torch.__version__, "seed": seed,

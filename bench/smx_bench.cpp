@@ -17,11 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_case.hpp"
 #include "bench_check.hpp"
 #include "bench_data.hpp"
 #include "bench_device.hpp"
 #include "bench_grid.hpp"
 #include "bench_logprobs.hpp"
+#include "bench_options.hpp"
 #include "bench_report.hpp"
 #include "bench_stats.hpp"
 #include "smx/smx.h"
@@ -46,6 +48,11 @@ const char* const usage_text = R"(usage: smx-bench [options]
   --logprobs OPS          the log-probability cases instead of the softmax grid: all, or some of
                           logsumexp,log_softmax_gather,cross_entropy_forward,cross_entropy (--shapes RxC,...
                           picks shapes; --quick, --list, --plans, --json, --seed apply)
+  --options LIST          the softmax options cases on the softmax grid's layouts, each beside plain softmax
+                          on the same layout, pair and op: all, or some of scale,scale_per_row,causal,
+                          additive_mask,bool_mask,masked_rows_zero,batch_invariant (--group, --ops, --dtypes,
+                          --shapes filter as for the grid; default pairs f32:f32,bf16:bf16,bf16:f32, on the
+                          CPU f32:f32,bf16:f32)
   --quick                 fewer repetitions
   --graph                 also time each case as a CUDA graph replay
   --json PATH             write every record as JSON
@@ -61,6 +68,7 @@ struct Options {
     GridFilter filter;
     bool backward = false;
     std::string logprobs;  // --logprobs: "all" or the ops
+    std::string options;   // --options: "all" or the option cases
     bool quick = false;
     bool graph = false;
     bool list_only = false;
@@ -100,6 +108,8 @@ Options parse_options(int argc, char** argv) {
             options.backward = pass == "backward";
         } else if (arg == "--logprobs") {
             options.logprobs = value();
+        } else if (arg == "--options") {
+            options.options = value();
         } else if (arg == "--quick") {
             options.quick = true;
         } else if (arg == "--graph") {
@@ -129,6 +139,9 @@ Options parse_options(int argc, char** argv) {
     if (options.backward && !options.logprobs.empty()) {
         // The log-probability cases have no softmax pass: cross_entropy already times the forward with dlogits.
         throw std::invalid_argument("--pass backward applies to the softmax grid, not to --logprobs");
+    }
+    if (!options.options.empty() && (options.backward || !options.logprobs.empty())) {
+        throw std::invalid_argument("--options measures the forward alone: not with --pass backward or --logprobs");
     }
     return options;
 }
@@ -175,21 +188,6 @@ Target choose_target(const std::string& requested) {
     check_smx(smxCreate(&target.handle, SMX_DEVICE_CPU, 0), "smxCreate(CPU, 0)");
     target.device = make_cpu_device();
     return target;
-}
-
-// Repetitions for one case: GPU cases get up to 50 timed calls within a ~50 ms budget, CPU cases a few.
-struct Repetitions {
-    int warmup = 0;
-    int calls = 0;
-    int graph_replays = 0;
-};
-
-Repetitions repetitions_for(const BenchDevice& device, bool quick, double expected_us) {
-    if (device.type() == SMX_DEVICE_CPU) return quick ? Repetitions{1, 3, 0} : Repetitions{1, 5, 0};
-    if (quick) return {2, 10, 5};
-    constexpr double budget_us = 50000.0;
-    const int calls = static_cast<int>(std::clamp(budget_us / std::max(expected_us, 1.0), 10.0, 50.0));
-    return {5, calls, 10};
 }
 
 // Owns the smx descriptors of one case, created on `handle` (smx failures throw BenchError).
@@ -255,39 +253,6 @@ struct BackwardDescriptors {
     BackwardDescriptors& operator=(const BackwardDescriptors&) = delete;
 };
 
-// `count` buffers of one tensor, each starting on a 256-byte boundary of one allocation.
-class RotatingBuffers {
-public:
-    RotatingBuffers(BenchDevice& device, std::size_t tensor_bytes, int count)
-        : slot_bytes_((tensor_bytes + 255) / 256 * 256), count_(count), memory_(device, slot_bytes_ * count) {}
-    void* slot(int call) const { return static_cast<unsigned char*>(memory_.data()) + slot_bytes_ * (call % count_); }
-    int count() const { return count_; }
-    std::size_t slot_bytes() const { return slot_bytes_; }
-
-private:
-    std::size_t slot_bytes_;
-    int count_;
-    DeviceBuffer memory_;
-};
-
-// Fills every slot with fresh random data of `dtype`, generated on the host in chunks.
-void fill_inputs(BenchDevice& device, const RotatingBuffers& inputs, const Layout& layout, smxDataType_t dtype,
-                 std::uint64_t seed) {
-    constexpr std::int64_t chunk_elements = std::int64_t{1} << 24;
-    const std::int64_t span = layout.span();
-    std::vector<unsigned char> chunk(std::min(span, chunk_elements) * dtype_size(dtype));
-    std::int64_t generated = 0;  // elements over all slots, so each slot holds different data
-    for (int slot = 0; slot < inputs.count(); ++slot) {
-        auto* destination = static_cast<unsigned char*>(inputs.slot(slot));
-        for (std::int64_t first = 0; first < span; first += chunk_elements) {
-            const std::int64_t count = std::min(chunk_elements, span - first);
-            fill_random(chunk.data(), dtype, count, seed, generated);
-            device.copy_to_device(destination + first * dtype_size(dtype), chunk.data(), count * dtype_size(dtype));
-            generated += count;
-        }
-    }
-}
-
 class BenchRun {
 public:
     BenchRun(Target& target, const Options& options, RunInfo& run)
@@ -319,16 +284,11 @@ public:
     smxHandle_t cpu_handle() const { return cpu_reference_handle_; }
 
 private:
-    int buffers_for(std::size_t tensor_bytes) const {
-        const double needed = 4.0 * static_cast<double>(device_.cache_bytes()) / std::max<std::size_t>(tensor_bytes, 1);
-        return std::max(1, static_cast<int>(std::ceil(needed)));
-    }
-
     void run_input_group(const LayoutPlan& plan, std::size_t first, std::size_t end) {
         const Layout& layout = plan.layout;
         const smxDataType_t x_dtype = plan.dtype_pairs[first].x;
         const std::size_t x_bytes = layout.span() * dtype_size(x_dtype);
-        const int buffers = buffers_for(x_bytes);
+        const int buffers = buffers_for(device_, x_bytes);
         std::string setup_error;
         std::unique_ptr<RotatingBuffers> inputs;
         try {
@@ -374,7 +334,7 @@ private:
         for (const DtypePair& dtypes : plan.dtype_pairs) {
             for (smxSoftmaxMode_t mode : plan.modes) {
                 const std::size_t value_bytes = layout.span() * dtype_size(dtypes.y);
-                const int buffers = buffers_for(2 * value_bytes);
+                const int buffers = buffers_for(device_, 2 * value_bytes);
                 CaseRecord record = new_record(layout, dtypes, mode, buffers);
                 record.op += "_backward";
                 // dy and y read, dx written.
@@ -438,38 +398,10 @@ private:
         const CheckResult check = check_backward_against_reference(device_, layout, dtypes, mode, dy.slot(0), y.slot(0),
                                                                    dx.slot(0), rng_);
         if (!record_check(check, record)) return;
-        time_calls(backward, dy.count(), record);
+        time_calls(device_, backward, dy.count(), timing(), run_, record);
     }
 
-    // Copies a check's result into the record; false when it failed (the case is then not timed).
-    static bool record_check(const CheckResult& check, CaseRecord& record) {
-        record.check_passed = check.passed;
-        record.rows_checked = check.rows_checked;
-        record.check_sampled = check.sampled;
-        if (std::isfinite(check.max_error_ratio)) record.max_err_ratio = check.max_error_ratio;
-        if (!check.passed) record.error = "check: " + check.detail;
-        return check.passed;
-    }
-
-    // Times `call` (slot 0's output was just checked, so the timed calls rotate from slot 1) and, with --graph,
-    // replays of a graph of one call per buffer.
-    void time_calls(const std::function<void(int)>& call, int buffers, CaseRecord& record) {
-        const double expected_us = static_cast<double>(record.bytes) / run_.copy_bytes_per_s * 1e6;
-        const Repetitions repetitions = repetitions_for(device_, options_.quick, expected_us);
-        const auto rotated = [&](int index) { call(1 + index); };
-        for (int index = 0; index < repetitions.warmup; ++index) rotated(index);
-        device_.synchronize();
-        const TimingSummary summary = summarize(device_.time_each(
-            [&](int index) { rotated(repetitions.warmup + index); }, repetitions.calls));
-        record.calls = repetitions.calls;
-        record.smx_us = summary.median_us;
-        record.smx_min_us = summary.min_us;
-        record.smx_p90_us = summary.p90_us;
-        if (options_.graph) {
-            constexpr int max_captured = 4096;  // enough calls to rotate through 4x the L2 on decode shapes
-            record.graph_us = device_.time_graph(call, std::min(buffers, max_captured), repetitions.graph_replays);
-        }
-    }
+    TimingChoice timing() const { return {options_.quick, options_.graph}; }
 
     CaseRecord new_record(const Layout& layout, DtypePair dtypes, smxSoftmaxMode_t mode, int buffers) const {
         CaseRecord record;
@@ -521,7 +453,7 @@ private:
         const CheckResult check = check_against_reference(device_, cpu_reference_handle_, layout, dtypes, mode,
                                                           inputs.slot(0), outputs.slot(0), rng_);
         if (!record_check(check, record)) return;
-        time_calls(forward, inputs.count(), record);
+        time_calls(device_, forward, inputs.count(), timing(), run_, record);
     }
 
     Target& target_;
@@ -567,7 +499,12 @@ int run_main(int argc, char** argv) {
         logprobs ? logprobs_cases(options.logprobs == "all" ? std::vector<std::string>{} : split_list(options.logprobs),
                                   options.filter.shape_tokens)
                  : std::vector<LogprobsCase>{};
-    const std::vector<LayoutPlan> grid = logprobs ? std::vector<LayoutPlan>{} : build_grid(target.device->type(), options.filter);
+    const bool with_options = !options.options.empty();
+    const std::vector<OptionCase> option_cases =
+        with_options ? parse_option_cases(options.options) : std::vector<OptionCase>{};
+    GridFilter filter = options.filter;
+    if (with_options && filter.dtype_pairs.empty()) filter.dtype_pairs = default_option_pairs(target.device->type());
+    const std::vector<LayoutPlan> grid = logprobs ? std::vector<LayoutPlan>{} : build_grid(target.device->type(), filter);
     if (options.list_only) {
         for (const LogprobsCase& c : logprobs_grid) {
             std::printf("%-8s %-22s %-5s %s\n", c.group.c_str(), c.op.c_str(), dtype_name(c.dtype), c.label().c_str());
@@ -575,6 +512,15 @@ int run_main(int argc, char** argv) {
         for (const LayoutPlan& plan : grid) {
             for (const DtypePair& pair : plan.dtype_pairs) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
+                    if (with_options) {
+                        for (OptionCase option : option_cases) {
+                            if (!option_applies(option, plan.layout)) continue;
+                            std::printf("%-8s %-11s %-16s %-10s %s\n", group_name(plan.layout.group), mode_name(mode),
+                                        option_name(option), dtype_pair_text(pair.x, pair.y).c_str(),
+                                        plan.layout.label.c_str());
+                        }
+                        continue;
+                    }
                     std::printf("%-8s %-11s%s %-10s %s\n", group_name(plan.layout.group), mode_name(mode),
                                 options.backward ? "_backward" : "", dtype_pair_text(pair.x, pair.y).c_str(),
                                 plan.layout.label.c_str());
@@ -595,6 +541,15 @@ int run_main(int argc, char** argv) {
         for (const LayoutPlan& plan : grid) {
             for (const DtypePair& pair : plan.dtype_pairs) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
+                    if (with_options) {  // the option joins the op ("softmax+causal"), so the columns stay
+                        for (OptionCase option : option_cases) {
+                            if (!option_applies(option, plan.layout)) continue;
+                            std::printf("%s+%s\t%s\t%s\t%s\t%s\n", mode_name(mode), option_name(option),
+                                        dtype_name(pair.x), dtype_name(pair.y), plan.layout.label.c_str(),
+                                        option_plan(target.handle, plan.layout, pair, mode, option).c_str());
+                        }
+                        continue;
+                    }
                     std::printf("%s%s\t%s\t%s\t%s\t%s\n", mode_name(mode), options.backward ? "_backward" : "",
                                 dtype_name(pair.x), dtype_name(pair.y), plan.layout.label.c_str(),
                                 plan_of(target.handle, plan.layout, pair, mode, options.backward).c_str());
@@ -629,22 +584,29 @@ int run_main(int argc, char** argv) {
     }
     std::printf(options.backward ? "time: median per call; bytes = numel * (2 sizeof y + sizeof x): dy and y read, dx "
                                    "written (x->y is the forward's pair)\n\n"
-                                 : "time: median per call; bytes = numel * (sizeof x + sizeof y)\n\n");
+                : with_options ? "time: median per call; bytes = numel * (sizeof x + sizeof y) + the mask's and the "
+                                 "per-row scale's own bytes (causal: the unread elements counted as read); x plain = "
+                                 "time / plain's time on the same layout, pair and op\n\n"
+                               : "time: median per call; bytes = numel * (sizeof x + sizeof y)\n\n");
 
     int failed = 0;
     {
         BenchRun bench(target, options, run);
-        std::vector<CaseRecord> logprobs_records;
-        if (logprobs) {
+        std::vector<CaseRecord> mode_records;  // --options' or --logprobs' (the grid's are the BenchRun's)
+        if (with_options) {
+            std::mt19937_64 rng(options.seed);
+            mode_records = run_option_cases(*target.device, target.handle, bench.cpu_handle(), grid, option_cases,
+                                                run, {options.quick, options.graph}, rng);
+        } else if (logprobs) {
             std::printf("log-probabilities: bytes = x read once (logsumexp, gather, cross_entropy_forward), logits read "
                         "once + dlogits written once (cross_entropy)\n");
             std::mt19937_64 rng(options.seed);
-            logprobs_records = run_logprobs_cases(*target.device, target.handle, bench.cpu_handle(), logprobs_grid, run,
+            mode_records = run_logprobs_cases(*target.device, target.handle, bench.cpu_handle(), logprobs_grid, run,
                                                   options.quick, rng);
         } else {
             bench.run_grid(grid);
         }
-        const std::vector<CaseRecord>& records = logprobs ? logprobs_records : bench.records();
+        const std::vector<CaseRecord>& records = logprobs || with_options ? mode_records : bench.records();
         for (const CaseRecord& record : records) failed += record.check_passed ? 0 : 1;
         std::printf("\n%zu cases, %d failed\n", records.size(), failed);
         if (!options.json_path.empty()) {
