@@ -1,5 +1,6 @@
 // [cuda] softmax options (issue 53) on the GPU: every option alone for the 16 dtype pairs and both modes,
-// every option on the warp family's shapes with special rows and the plans that take the general family,
+// every option on the fast row families (warp, block-regs one CTA and clusters, grid-regs) with special rows,
+// the plan each takes and the problems left to the general family,
 // combinations on random layouts, broadcast masks, per-row scale specials, empty rows under both masked-rows
 // modes, NaN and infinities kept and excluded, causal windows (the spatial layout whose contiguous dim comes
 // first included), long rows (a block per row), in place, a CUDA graph, against the float64 options reference
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cuda_helpers.hpp"
+#include "support/environment.hpp"
 #include "support/layouts.hpp"
 #include "support/options_reference.hpp"
 
@@ -205,12 +207,31 @@ TEST_CASE("cuda options: every option on the warp family's shapes and past them,
         std::int64_t rows, n;
         const char* kind;
     };
-    // Warp: narrow and 32-lane shapes, rows not a multiple of a pack, the longest warp row; past it the
-    // general family (the other fast families have no options instances yet).
-    const Case cases[] = {{37, 3, "warp"}, {37, 45, "warp"}, {9, 1000, "warp"}, {6, 1024, "warp"}, {6, 1031, "general"}};
+    // Warp: narrow and 32-lane shapes, rows not a multiple of a pack, the longest warp row; past it block-regs'
+    // options instances: one CTA a row, just past the warp family, and clusters (slices ending inside packs).
+    const Case cases[] = {{37, 3, "warp"},         {37, 45, "warp"},         {9, 1000, "warp"},
+                          {6, 1024, "warp"},       {6, 1031, "block-regs"}, {6, 5000, "block-regs"},
+                          {7, 16384, "block-regs"}};
     for (const Pair& pair : pairs) {
         for (const Case& c : cases) check_every_option_on_rows(handle.get(), pair.x, pair.y, c.rows, c.n, c.kind);
     }
+}
+
+TEST_CASE("cuda options: grid-regs and clusters of long rows, and a row longer than the options instances hold",
+          "[cuda][options]") {
+    CudaHandle handle;
+    {
+        // Few long rows over the device: the rule's grid-regs, forced so that the case does not hang on it.
+        ScopedEnvironment grid("SMX_CUDA_LONG_ROWS", "grid");
+        check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 100003, "grid-regs");
+        check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 2, 100003, "grid-regs");
+    }
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 100003, "block-regs");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 2, 100003, "block-regs");
+    // 16 CTAs x 1024 threads x 16 values (kBlockRegsOptionsMaxValues) hold 262144 elements: a longer row that
+    // the plain problem's cluster holds runs its options on the general family.
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 300001, "general");
 }
 
 TEST_CASE("cuda options: the problems the fast families leave to the general family", "[cuda][options]") {

@@ -46,7 +46,7 @@ bool packed_pair(const SoftmaxInfo& info) { return dtype_size(info.x_dtype) == 2
 // Instances of 8 and 16 values do not run in clusters where the pair has a 32-value instance: they won on
 // utilization alone and ran far slower (performance.md#block-regs).
 bool regs_instance_clusters(const SoftmaxInfo& info, int values) {
-    return values >= 32 || block_regs_softmax_kernel(info.x_dtype, info.y_dtype, 32) == nullptr;
+    return values >= 32 || block_regs_kernel_for(info, 32) == nullptr;
 }
 
 // The largest cluster a plan may take: the family's limit, or the preferences' cap.
@@ -79,7 +79,7 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const PlanContext& conte
         for (int values : kBlockRegsValueCounts) {
             if (search.only_values != 0 && values != search.only_values) continue;
             if (cluster > 1 && !regs_instance_clusters(info, values)) continue;
-            const void* kernel = block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
+            const void* kernel = block_regs_kernel_for(info, values);
             if (kernel == nullptr) continue;
             int instance_max_threads = 0;
             SMX_RETURN_IF_ERROR(max_threads_of(kernel, "block-regs", &instance_max_threads));
@@ -162,6 +162,11 @@ bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, cons
         packed_pair(info) && choice.values == kPackedValues && choice.ctas_per_sm >= tuning.packed_min_ctas_per_sm;
     return choice.fits && (push_cluster || packed_cluster) &&
            info.rows * info.row_len >= tuning.cluster_over_grid_min_elements;
+}
+
+const void* block_regs_kernel_for(const SoftmaxInfo& info, int values) {
+    if (info.options.any()) return block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, values);
+    return block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
 }
 
 BlockRegsParams block_regs_params(const SoftmaxInfo& info, std::int64_t slice_len) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/options.hpp"
 #include "cuda/common/param_block.hpp"
 #include "smx/smx.h"
 
@@ -27,6 +28,7 @@ struct BlockRegsParams {
     std::int64_t chunks = 0;       // > 0: grid-regs with this many CTAs per row; 0: a cluster per row
     std::int64_t row_steps = 1;    // grid-regs steps: rows each group of `chunks` CTAs takes in turn
     int log_mode = 0;              // 1: log-softmax
+    RowsOptionsParams options;     // read by the options instances only (last: the plain ones' offsets stay)
 
     void bind(const void* x_pointer, void* y_pointer, void* workspace_pointer, std::size_t, std::size_t) {
         x = x_pointer;
@@ -39,10 +41,16 @@ struct BlockRegsParams {
 // packed two to a register).
 constexpr std::array<int, 4> kBlockRegsValueCounts{{8, 16, 32, 64}};
 constexpr int kBlockRegsMaxThreads = 1024;
+// Options instances exist up to this many values per thread: the plain 32- and 64-value instances already take
+// all 64 registers, and the options' state (a scale, the excluded values' bits, mask reads) made them spill.
+constexpr int kBlockRegsOptionsMaxValues = 16;
 constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed
 
 // nullptr also when `values_per_thread` has no instance for x_dtype.
 const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+// The options instance (RowsOptionsInput) of the same, for block-regs and grid-regs plans; nullptr also for
+// pairs without options instances (kRowsOptionsPair).
+const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
 
 // The kernel as grid-regs with row steps (params.row_steps), instantiated at kGridRegsStepsValues values per
 // thread for f32 x only (nullptr for other x). A step's CTAs fold at most kGridRegsStepsMaxChunks partials.

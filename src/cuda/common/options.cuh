@@ -134,6 +134,44 @@ struct RowsOptionsRow {
     }
 };
 
+// A slice of a row's keep mask as a body's loops read it: index i is element slice_begin + i of the row.
+template <class C>
+struct KeepMaskSlice {
+    const unsigned char* mask;
+    __device__ __forceinline__ bool keeps(int i) const { return mask[i] != 0; }
+    __device__ __forceinline__ C operator()(C z, int i) const { return keeps(i) ? z : neg_inf<C>(); }
+};
+
+// The same for an additive mask of element type M: z plus the mask element.
+template <class C, class M>
+struct AdditiveMaskSlice {
+    const M* mask;
+    __device__ __forceinline__ C operator()(C z, int i) const { return z + C(to_compute(mask[i])); }
+};
+
+// Calls body(slice) with the row's keep mask from element slice_begin on; nothing without one.
+template <class C, class Body>
+__device__ __forceinline__ void visit_keep_mask(const RowsOptionsRow<C>& row, std::int64_t slice_begin, const Body& body) {
+    if (row.options.mask_kind == 1) body(KeepMaskSlice<C>{row.mask_row + slice_begin});
+}
+
+// Calls body(slice) with the row's additive mask from element slice_begin on, typed by its dtype (uniform per
+// launch: one loop per type rather than a switch per element); nothing without one.
+template <class C, class Body>
+__device__ __forceinline__ void visit_additive_mask(const RowsOptionsRow<C>& row, std::int64_t slice_begin, const Body& body) {
+    if (row.options.mask_kind != 2) return;
+    const auto typed = [&](auto type_tag) {
+        using M = typename decltype(type_tag)::type;
+        body(AdditiveMaskSlice<C, M>{reinterpret_cast<const M*>(row.mask_row) + slice_begin});
+    };
+    switch (row.options.mask_dtype) {
+        case SMX_DTYPE_F16: typed(TypeTag<__half>{}); break;
+        case SMX_DTYPE_BF16: typed(TypeTag<__nv_bfloat16>{}); break;
+        case SMX_DTYPE_F32: typed(TypeTag<float>{}); break;
+        default: typed(TypeTag<double>{}); break;
+    }
+}
+
 struct RowsOptionsInput {
     static constexpr bool kRaw = false;
     static constexpr bool kPerRow = true;

@@ -9,6 +9,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "cuda/backend.hpp"
+#include "cuda/block_regs/params.hpp"
 #include "cuda/block_regs/plan.hpp"
 #include "cuda/common/options.hpp"
 #include "cuda/common/util.hpp"
@@ -54,31 +55,35 @@ private:
     FamilyPlan family_;
 };
 
+// The Rows families plan_rows decides between.
+enum class RowsFamily { Warp, BlockRegs, GridRegs, GridRegsSteps, SplitRow, BlockOnline };
+
 // Rows layout, in order: (a) short rows in one warp's registers; (b) rows a cluster of CTAs holds in
 // registers; (d) few long rows spread over the device behind a grid barrier (grid-regs) while every row's
 // CTAs fit at once, or (e) in steps of rows where one row's fit; split-row for rows too long for any cluster
 // and too few to fill the device; (c) block-online for the rest. performance.md#grid-regs has the crossovers.
-smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
-    if (info.row_len <= cuda::kWarpMaxRowLen) return cuda::plan_warp(info, context, plan);
-
-    cuda::RegsChoice regs;
-    SMX_RETURN_IF_ERROR(cuda::choose_regs_config(info, context, &regs));
-    cuda::GridRegsChoice grid_regs;
-    SMX_RETURN_IF_ERROR(cuda::choose_grid_regs(info, context, &grid_regs));
+// The configurations it weighed are left in regs, grid_regs and steps.
+smxStatus_t choose_rows_family(const SoftmaxInfo& info, const PlanContext& context, RowsFamily* family,
+                               cuda::RegsChoice* regs, cuda::GridRegsChoice* grid_regs, cuda::GridRegsSteps* steps) {
+    if (info.row_len <= cuda::kWarpMaxRowLen) {
+        *family = RowsFamily::Warp;
+        return SMX_STATUS_SUCCESS;
+    }
+    SMX_RETURN_IF_ERROR(cuda::choose_regs_config(info, context, regs));
+    SMX_RETURN_IF_ERROR(cuda::choose_grid_regs(info, context, grid_regs));
     const cuda::GridRegsTuning& grid_tuning = context.tuning.grid_regs;
-    const bool grid_fills_lightly = 2 * info.rows * grid_regs.chunks <= grid_regs.resident;
-    bool use_grid = grid_regs.fits && info.row_len >= grid_tuning.min_len && !cuda::regs_outruns_grid(info, context, regs) &&
+    const bool grid_fills_lightly = 2 * info.rows * grid_regs->chunks <= grid_regs->resident;
+    bool use_grid = grid_regs->fits && info.row_len >= grid_tuning.min_len && !cuda::regs_outruns_grid(info, context, *regs) &&
                     (info.row_len >= grid_tuning.full_len || grid_fills_lightly);
-    bool split = !use_grid && info.row_len >= context.tuning.split_row.min_len && !regs.fits &&
+    bool split = !use_grid && info.row_len >= context.tuning.split_row.min_len && !regs->fits &&
                  info.rows < context.limits.multiprocessor_count;
-    cuda::GridRegsSteps steps;
-    if (!grid_regs.fits) SMX_RETURN_IF_ERROR(cuda::choose_grid_regs_steps(info, context, grid_regs, &steps));
-    bool use_steps = steps.fits && split;
+    if (!grid_regs->fits) SMX_RETURN_IF_ERROR(cuda::choose_grid_regs_steps(info, context, *grid_regs, steps));
+    bool use_steps = steps->fits && split;
     switch (context.preferences.long_rows) {
         case LongRowsPreference::Rule: break;
         case LongRowsPreference::Cluster: use_grid = split = use_steps = false; break;
         case LongRowsPreference::Grid:
-            use_grid = grid_regs.fits;
+            use_grid = grid_regs->fits;
             split = split && !use_grid;
             use_steps = use_steps && !use_grid;
             break;
@@ -87,16 +92,65 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, Famil
             split = info.row_len >= context.tuning.split_row.min_len;
             break;
         case LongRowsPreference::Steps:
-            use_steps = steps.fits;
+            use_steps = steps->fits;
             use_grid = use_grid && !use_steps;
             split = split && !use_grid && !use_steps;
             break;
     }
-    if (use_grid) return cuda::plan_grid_regs(info, grid_regs, plan);
-    if (use_steps) return cuda::plan_grid_regs_steps(info, grid_regs, steps, plan);
-    if (split) return cuda::plan_split_row(info, context, plan);
-    if (regs.fits) return cuda::plan_block_regs(info, regs, plan);
-    return cuda::plan_block_online(info, context, plan);
+    *family = use_grid ? RowsFamily::GridRegs
+              : use_steps ? RowsFamily::GridRegsSteps
+              : split ? RowsFamily::SplitRow
+              : regs->fits ? RowsFamily::BlockRegs
+                           : RowsFamily::BlockOnline;
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    RowsFamily family{};
+    cuda::RegsChoice regs;
+    cuda::GridRegsChoice grid_regs;
+    cuda::GridRegsSteps steps;
+    SMX_RETURN_IF_ERROR(choose_rows_family(info, context, &family, &regs, &grid_regs, &steps));
+    switch (family) {
+        case RowsFamily::Warp: return cuda::plan_warp(info, context, plan);
+        case RowsFamily::BlockRegs: return cuda::plan_block_regs(info, regs, plan);
+        case RowsFamily::GridRegs: return cuda::plan_grid_regs(info, grid_regs, plan);
+        case RowsFamily::GridRegsSteps: return cuda::plan_grid_regs_steps(info, grid_regs, steps, plan);
+        case RowsFamily::SplitRow: return cuda::plan_split_row(info, context, plan);
+        case RowsFamily::BlockOnline: return cuda::plan_block_online(info, context, plan);
+    }
+    return SMX_STATUS_INTERNAL_ERROR;
+}
+
+// A Rows problem with options (rows_take_options): the family the plain problem would take decides, so options
+// move no crossover; warp, block-regs and grid-regs then run their options instance, configured by the same
+// search over the options instances (8 and 16 values for block-regs and grid-regs: kBlockRegsOptionsMaxValues).
+// The others (grid-regs steps, split-row, block-online), and a configuration the options instances cannot
+// take, run on the general family. The plan text names the options after the family.
+smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    SoftmaxInfo plain = info;
+    plain.options = SoftmaxOptions{};
+    RowsFamily family{};
+    cuda::RegsChoice regs;
+    cuda::GridRegsChoice grid_regs;
+    cuda::GridRegsSteps steps;
+    SMX_RETURN_IF_ERROR(choose_rows_family(plain, context, &family, &regs, &grid_regs, &steps));
+    bool planned = false;
+    if (family == RowsFamily::Warp) {
+        SMX_RETURN_IF_ERROR(cuda::plan_warp(info, context, plan));
+        planned = true;
+    } else if (family == RowsFamily::BlockRegs) {
+        SMX_RETURN_IF_ERROR(cuda::choose_regs_config(info, context, &regs));
+        if (regs.fits) SMX_RETURN_IF_ERROR(cuda::plan_block_regs(info, regs, plan));
+        planned = regs.fits;
+    } else if (family == RowsFamily::GridRegs) {
+        SMX_RETURN_IF_ERROR(cuda::choose_grid_regs(info, context, &grid_regs));
+        if (grid_regs.fits) SMX_RETURN_IF_ERROR(cuda::plan_grid_regs(info, grid_regs, plan));
+        planned = grid_regs.fits;
+    }
+    if (!planned) return cuda::plan_general_options(info, context, plan);  // its text names the options
+    plan->text += describe(info.options);
+    return SMX_STATUS_SUCCESS;
 }
 
 // Spatial layout: whole columns cached on chip by one CTA or a cluster (x read once), else the long-column
@@ -108,13 +162,15 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const PlanContext& context, Fa
     return cuda::plan_long_columns(info, context, plan);
 }
 
-// Whether a problem's options run on the warp family's options instances: Rows layout with the mask contiguous
-// along the axis, rows the warp family holds, a pair with options instances (the benchmark grids': f64 and the
+// Whether a problem's options run on the fast row families' options instances (plan_rows_options): Rows layout
+// with the mask contiguous along the axis, a pair with options instances (the benchmark grids': f64 and the
 // cross 16-bit pairs have none), and no batch invariance, whose bits must match every layout's, i.e. the
 // general family's (docs/design.md, "Softmax options").
-bool warp_takes_options(const SoftmaxInfo& info) {
-    if (info.options.batch_invariant || info.row_len > cuda::kWarpMaxRowLen) return false;
-    if (!cuda::rows_options_apply(info, info.options)) return false;
+bool rows_take_options(const SoftmaxInfo& info) {
+    if (info.options.batch_invariant || !cuda::rows_options_apply(info, info.options)) return false;
+    if (info.row_len > cuda::kWarpMaxRowLen) {
+        return cuda::block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, 16) != nullptr;
+    }
     cuda::WarpShape shape{};
     const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
     return cuda::warp_softmax_options_kernel(info.x_dtype, info.y_dtype, shape_index) != nullptr;
@@ -138,9 +194,8 @@ smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const
     cuda::ScopedDevice device(device_id);
     SMX_RETURN_IF_ERROR(device.status());
     const PlanContext context{limits, cuda::tuning_for(limits), preferences};
-    if (info.options.any() && warp_takes_options(info)) {
-        SMX_RETURN_IF_ERROR(cuda::plan_warp(info, context, &family));
-        family.text += describe(info.options);  // the family's options instance
+    if (info.options.any() && rows_take_options(info)) {
+        SMX_RETURN_IF_ERROR(plan_rows_options(info, context, &family));
     } else if (info.options.any()) {
         // The other problems with options: the general family (docs/design.md, "Softmax options").
         SMX_RETURN_IF_ERROR(cuda::plan_general_options(info, context, &family));

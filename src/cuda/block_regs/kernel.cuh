@@ -1,0 +1,520 @@
+// kernel.cuh - the block-regs family (block-regs and grid-regs plans): rows longer than the warp family's,
+// Rows layout. C CTAs per row, each CTA owning a slice of ceil(n / C) elements (rounded up to a 16-byte
+// pack) that its threads hold in REGISTERS (16-bit inputs packed, widened on use), kValues per thread. Per
+// row: every load issued first, one exp per element (kept in the registers), one (max, sum) reduction per
+// CTA, combined across the row's CTAs, then the write. Traffic: x read once, y written once. Measurements:
+// performance.md#block-regs and performance.md#grid-regs. The CTAs of a row combine their statistics either
+//   - as a thread-block cluster (C = 1..16) through distributed shared memory (block-regs plans): each
+//     CTA pushes its statistics into every peer's mailbox (cluster.cuh; 8/16-value instances: peers read
+//     them between two cluster barriers), or
+//   - through the workspace behind a grid-wide barrier (grid-regs plans, args.chunks = C > 0): a
+//     cooperative launch whose CTAs are all resident at once, so one row can spread over every SM. Where
+//     the rows' CTAs do not all fit at once but one row's do (f32 x), the launch takes G rows at a time
+//     (G x C CTAs) in args.row_steps steps, one grid barrier each (grid-regs-steps, the kRowSteps
+//     instances): x is still read once, each step's slice brought into shared memory by the copy engine
+//     while the CTA works on the step before.
+#pragma once
+
+#include <type_traits>
+
+#include "cuda/common/bulk_copy.cuh"
+#include "cuda/common/cluster.cuh"
+#include "cuda/common/epilogue.cuh"
+#include "cuda/common/options.cuh"
+#include "cuda/common/reduce.cuh"
+#include "cuda/block_regs/params.hpp"
+
+namespace smx::cuda {
+
+// Elements of a slice of `count` at `slice` before its first kPackBytes boundary (its "head": the body of
+// whole packs starts after them).
+template <int kPackBytes, class X>
+__device__ __forceinline__ int slice_head(const X* slice, int count) {
+    const int misalignment = static_cast<int>(reinterpret_cast<std::uintptr_t>(slice) % kPackBytes);
+    return min(count, (kPackBytes - misalignment) % kPackBytes / static_cast<int>(sizeof(X)));
+}
+
+// The kernel body for one input transform and one output formula (common/epilogue.cuh): SoftmaxOutput or
+// LogSoftmaxOutput (a body per mode), or ForwardOutput (the mode at run time; see block_regs_modes). The
+// __global__ wrappers below differ in their launch bounds and in kRowSteps.
+template <class X, class Y, int kValues, bool kRowSteps, class Input, class Output>
+__device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
+    using C = ComputeType<X>;
+    constexpr int kPack = kPackOfPair<X, Y>;
+    constexpr int kPackBytes = kPack * static_cast<int>(sizeof(X));
+    static_assert(kValues % kPack == 0, "a thread holds whole packs");
+    constexpr int kPacks = kValues / kPack;
+    // How a thread holds its values. Up to 32 values: widened to the compute type once, and softmax keeps
+    // the exp it computed for the sum. 64 values (16-bit x only): kept packed in the input dtype, two per
+    // register, widened at each use and exp recomputed in the write; that costs instructions, but 64
+    // widened values would not fit in registers, and long rows gain from the bytes in flight
+    // (performance.md#block-regs).
+    constexpr bool kPackedHold = kValues == 64;
+    // Whether a formula of exps computes each exp again in the write instead of keeping it from the sum:
+    // packed holds must; grid-regs steps do, since 32 kept exps live across the step loop spilled where 32
+    // kept values, as log-softmax holds them, did not (performance.md#grid-regs-steps).
+    constexpr bool kExpInWrite = kPackedHold || kRowSteps;
+    // A run-time mode's write takes softmax's exp from `held`, which such instances do not keep.
+    static_assert(!kExpInWrite || kModeFixed<Output>, "instances that recompute exps take the mode at compile time");
+    __shared__ Stats<C> warp_partials[32];
+    __shared__ Stats<C> exchange;  // this CTA's statistics of the row, read by its cluster peers
+    __shared__ Stats<C> cluster_stats;
+    __shared__ ClusterMailbox<Stats<C>, kBlockRegsMaxCluster> mailbox;  // the cluster's CTA statistics, pushed by each CTA
+    __shared__ Stats<C> staged_partials[kRowSteps ? kGridRegsStepsMaxChunks : 1];  // a step's row partials, loaded at once
+    // Grid-regs steps with 16-byte packs: each step's slice (its whole packs) reaches the CTA's dynamic
+    // shared memory by a bulk copy issued one step ahead, so DRAM keeps reading while the CTA reduces,
+    // waits at the grid barrier and writes; the threads take their packs from there.
+    constexpr bool kStagedSteps = kRowSteps && kHasBulkCopy && kPackBytes == 16;
+    static_assert((kPackBytes == 16) == (sizeof(X) >= sizeof(Y)), "grid_regs_steps_shared_bytes' condition");
+    // Options instances hold at most kBlockRegsOptionsMaxValues widened values, no packed hold, no row steps.
+    static_assert(!Input::kPerRow || (kValues <= kBlockRegsOptionsMaxValues && !kRowSteps), "no such options instance");
+
+    // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
+    // them all; a CTA whose row of the last step is past the end takes it with no elements. Each step
+    // computes its indices afresh from opaque copies of the thread and block indices, so the compiler
+    // holds no loop-invariant offsets across steps: they cost registers (performance.md#grid-regs-steps).
+    const int steps = kRowSteps ? static_cast<int>(args.row_steps) : 1;
+#pragma unroll 1
+    for (int step = 0; step < steps; ++step) {
+        unsigned opaque_block = blockIdx.x;
+        unsigned opaque_block_y = blockIdx.y;
+        if constexpr (kRowSteps) asm volatile("" : "+r"(opaque_block), "+r"(opaque_block_y));
+        const auto block_x = [&] { return kRowSteps ? opaque_block : blockIdx.x; };
+        const auto block_y = [&] { return kRowSteps ? opaque_block_y : blockIdx.y; };
+        // One cluster per row (a persistent loop over rows made the compiler hoist per-pack addresses out
+        // of it and spill the values): grid.x = C x rows_per_grid_row, grid.y = ceil(rows / rows_per_grid_row).
+        // Grid-regs: grid.x = C x rows exactly, a row's C CTAs consecutive (no CTA may leave before the
+        // barrier). Grid-regs steps: grid.x = C x G, step s taking rows s x G .. s x G + G - 1.
+        const bool grid_split = kRowSteps || args.chunks > 0;
+        const unsigned ranks = grid_split ? static_cast<unsigned>(args.chunks) : cluster_size();
+        const unsigned rank = grid_split ? block_x() % ranks : cluster_rank();
+        std::int64_t step_row = static_cast<std::int64_t>(block_y()) * (gridDim.x / ranks) + block_x() / ranks;
+        if constexpr (kRowSteps) step_row += static_cast<std::int64_t>(step) * (gridDim.x / ranks);
+        if (!kRowSteps && step_row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
+        const bool active = !kRowSteps || step_row < args.rows;
+        const std::int64_t row = active ? step_row : 0;
+        // How a cluster's CTAs exchange their statistics: pushed into every peer's mailbox (no release
+        // barriers, none at exit), or written locally and read by the peers between two cluster barriers.
+        // Pushing costs the 8- and 16-value instances registers, and so CTAs per SM: they pull, with an exit
+        // barrier that orders no memory (performance.md#block-regs).
+        constexpr bool kPushStats = kValues >= 32;
+        if constexpr (kPushStats) {
+            if (!grid_split && ranks > 1) mailbox_open(mailbox, ranks);
+        }
+        const X* x = static_cast<const X*>(args.x);
+        Y* y = static_cast<Y*>(args.y);
+        const Input input = Input::of(args);
+        const Output output = Output::of(args);
+        const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
+        const std::int64_t remaining = args.row_len - slice_begin;
+        const int slice_count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
+        const int count = active ? slice_count : 0;
+        int tid = threadIdx.x;
+        int threads = blockDim.x;
+        if constexpr (kRowSteps) asm volatile("" : "+r"(tid), "+r"(threads));
+        const int lane = tid % 32;
+        const int warp = tid / 32;
+        const X* x_slice = x + row * args.x_row_stride + slice_begin;
+        Y* y_slice = y + row * args.y_row_stride + slice_begin;
+        // Slices start at multiples of 16 bytes of x, so every slice has its row's 16-byte phase: peel the
+        // elements before the first pack boundary (head) and after the last whole pack (tail); thread
+        // t < head + tail holds one of them as its "edge" value.
+        const int head = slice_head<kPackBytes>(x_slice, count);
+        const int body_packs = (count - head) / kPack;
+        const int tail_begin = head + body_packs * kPack;
+        const bool has_edge = tid < count - body_packs * kPack;
+        const int edge_index = tid < head ? tid : tail_begin + (tid - head);
+        const X* x_body = x_slice + head;
+        // Options (RowsOptionsInput): the row's scale, mask row and causal window, bound once per row. The
+        // slice's elements from read_count on are past the causal window: packs wholly past it are not
+        // loaded, and those elements hold -inf as the padding does. (The plain statements below stay as they
+        // were written, in the else branches: merged with the options', the compiler scheduled the plain
+        // instances differently.)
+        const auto row_options = bind_fast_row<C>(input, row, args.row_len);
+        int read_count = count;
+        if constexpr (Input::kPerRow) {
+            const std::int64_t slice_read = row_options.read_len - slice_begin;
+            read_count = static_cast<int>(slice_read < 0 ? 0 : (slice_read < count ? slice_read : count));
+        }
+        // The slice index (head first) of value k of pack p.
+        const auto slice_index = [&](int p, int k) { return head + (p * threads + tid) * kPack + k; };
+        // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
+        Packed<X, kPack> raw[kPacks];
+        if constexpr (kStagedSteps) {
+            __shared__ std::uint64_t stage_landed;                        // the staged slice's bytes have landed
+            extern __shared__ __align__(16) unsigned char step_stage[];  // the staged slice's packs
+            // Thread 0 stages step `s`: the copy of its slice's whole packs, or an empty arrival past the rows.
+            const auto stage = [&](int s) {
+                const std::int64_t stage_row = step_row + static_cast<std::int64_t>(s - step) * (gridDim.x / ranks);
+                const X* stage_slice = x + stage_row * args.x_row_stride + slice_begin;
+                const int stage_head = slice_head<kPackBytes>(stage_slice, slice_count);
+                const unsigned bytes = stage_row < args.rows ? static_cast<unsigned>((slice_count - stage_head) / kPack) * 16u : 0u;
+                bulk_copy_expect(&stage_landed, bytes);
+                if (bytes > 0) bulk_copy_to_shared(step_stage, stage_slice + stage_head, bytes, &stage_landed);
+            };
+            if (step == 0) {
+                if (tid == 0) {
+                    bulk_barrier_init(&stage_landed);
+                    stage(0);
+                }
+                __syncthreads();
+            }
+            bulk_barrier_wait(&stage_landed, static_cast<unsigned>(step) & 1u);
+            const auto* packs = reinterpret_cast<const Packed<X, kPack>*>(step_stage);
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                const int pack = p * threads + tid;
+                if (pack < body_packs) raw[p] = packs[pack];
+            }
+            __syncthreads();  // every thread has its packs: the stage may take the next step's
+            if (tid == 0 && step + 1 < steps) {
+                bulk_copy_after_reads();
+                stage(step + 1);
+            }
+        } else if constexpr (Input::kPerRow) {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                const int pack = p * threads + tid;
+                if (pack < body_packs && slice_index(p, 0) < read_count) {
+                    raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                const int pack = p * threads + tid;
+                if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+            }
+        }
+        // Options: bit i set where value i is excluded (past the window, or a keep mask's false), read while
+        // the x loads are in flight.
+        std::uint32_t excluded = 0;
+        if constexpr (Input::kPerRow) {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    if (slice_index(p, k) >= read_count) excluded |= 1u << (p * kPack + k);
+                }
+            }
+            visit_keep_mask(row_options, slice_begin, [&](const auto& mask) {
+#pragma unroll
+                for (int p = 0; p < kPacks; ++p) {
+                    if (p * threads + tid >= body_packs) continue;
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        const int index = slice_index(p, k);
+                        if (index < read_count && !mask.keeps(index)) excluded |= 1u << (p * kPack + k);
+                    }
+                }
+            });
+        }
+
+        C edge;
+        if constexpr (Input::kPerRow) {
+            edge = has_edge && edge_index < read_count ? row_options(to_compute(x_slice[edge_index]), slice_begin + edge_index)
+                                                       : neg_inf<C>();
+        } else {
+            edge = has_edge ? input(to_compute(x_slice[edge_index])) : neg_inf<C>();
+        }
+        bool loaded[kPacks];
+        C held[kPackedHold ? 1 : kValues];  // widened values (packed hold: raw is what the thread holds)
+        if constexpr (Input::kPerRow) {
+            // z = scale * x for the kept values, -inf for the excluded ones.
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                loaded[p] = p * threads + tid < body_packs;
+                widen_pack(raw[p], &held[p * kPack]);
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    const int i = p * kPack + k;
+                    held[i] = (excluded >> i) & 1u ? neg_inf<C>() : row_options.scale * held[i];
+                }
+            }
+            // An additive mask's elements, added to the kept values.
+            visit_additive_mask(row_options, slice_begin, [&](const auto& mask) {
+#pragma unroll
+                for (int p = 0; p < kPacks; ++p) {
+                    if (!loaded[p]) continue;
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        const int i = p * kPack + k;
+                        if (!((excluded >> i) & 1u)) held[i] = mask(held[i], slice_index(p, k));
+                    }
+                }
+            });
+        } else {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                loaded[p] = p * threads + tid < body_packs;
+                if constexpr (!kPackedHold) {
+                    widen_pack(raw[p], &held[p * kPack]);
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) held[p * kPack + k] = input(held[p * kPack + k]);
+                }
+            }
+        }
+        const auto value = [&](int i) -> C {
+            if constexpr (kPackedHold) {
+                return input(widen_element_on_use(raw[i / kPack], i % kPack));
+            } else {
+                return held[i];
+            }
+        };
+
+        // This thread's statistics, shifted by its own max (0 when it holds only -inf, so padding adds
+        // exp(-inf) = 0 rather than NaN). fmaxf may drop a NaN, but exp(NaN) puts it in the sum, and a NaN
+        // sum then becomes a NaN max: the invariant combine() relies on (+inf: inf - inf = NaN likewise).
+        C thread_max = edge;
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+            if (!loaded[p]) continue;
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) thread_max = max_skip_nan(thread_max, value(p * kPack + k));
+        }
+        const bool thread_all_neg_inf = thread_max == neg_inf<C>();
+        const C shift = thread_all_neg_inf ? C(0) : thread_max;
+        C edge_exp = 0;
+        C thread_sum = 0;
+        C unbias = 1;  // the fast exp's factor (see with_shifted_exp), removed from this thread's sum
+        with_shifted_exp(shift, [&](const auto& exp) {
+            edge_exp = exp(edge);
+            thread_sum = edge_exp;
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                if (!loaded[p]) continue;
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    const C e = exp(value(p * kPack + k));
+                    thread_sum += e;
+                    if constexpr (!kExpInWrite) {
+                        if (output.uses_exp()) held[p * kPack + k] = e;  // softmax keeps the exp; log-softmax keeps v
+                    }
+                }
+            }
+            unbias = exp.unbias();
+        });
+        thread_sum *= unbias;
+        if (output.uses_exp()) edge = edge_exp;
+        if (thread_sum != thread_sum) thread_max = thread_sum;
+
+        // CTA statistics: in `exchange`, and complete in warp 0 (same tree in every CTA).
+        Stats<C> stats = block_stats_to(Stats<C>{thread_max, thread_sum}, warp_partials, &exchange);
+        Stats<C> row_stats;
+        if (grid_split) {
+            // Each CTA publishes its statistics, the grid barrier (a fence included) makes them visible,
+            // then warp 0 of every CTA folds the row's partials in rank order: bitwise the same everywhere.
+            Stats<C>* partials = static_cast<Stats<C>*>(args.workspace) + row * ranks;
+            if (tid == 0 && active) partials[rank] = stats;
+            cooperative_groups::this_grid().sync();
+            if constexpr (kRowSteps) {
+                // Up to kGridRegsStepsMaxChunks partials: one load per thread, all in flight at once, then the
+                // same fold as below from shared memory (one L2 round trip instead of one per 32 partials).
+                if (active) {
+                    for (unsigned c = tid; c < ranks; c += threads) staged_partials[c] = load_stats_uncached(partials + c);
+                }
+                __syncthreads();
+            }
+            if (warp == 0 && active) {
+                Stats<C> folded = empty_stats<C>();
+                // Rows of 33-64 CTAs: each lane requests its two partials before folding either, so warp 0
+                // waits on L2 once, not twice. Not in the 16-value instances, where the registers it takes
+                // cost 16-bit x a CTA of 512 per SM (performance.md#grid-regs). The fold's order, and so its
+                // bits, are those of one partial a trip.
+                constexpr bool kTwoPerTrip = !kRowSteps && kValues != 16;
+                if (kTwoPerTrip && lane < ranks) {
+                    const bool has_second = lane + 32 < ranks;
+                    const Stats<C> first = load_stats_uncached(partials + lane);
+                    const Stats<C> second = load_stats_uncached(partials + (has_second ? lane + 32 : lane));
+                    folded = combine(folded, first);
+                    if (has_second) folded = combine(folded, second);
+                }
+                for (unsigned c = lane + (kTwoPerTrip ? 64 : 0); c < ranks; c += 32) {
+                    folded = combine(folded, kRowSteps ? staged_partials[c] : load_stats_uncached(partials + c));
+                }
+                folded = warp_combine_stats(folded);
+                if (lane == 0) cluster_stats = folded;
+            }
+            __syncthreads();
+            row_stats = cluster_stats;
+        } else if (ranks > 1) {
+            // Warp 0 of every CTA folds all CTAs' statistics in rank order: bitwise the same everywhere.
+            if constexpr (kPushStats) {
+                cluster_wait();  // every peer's mailbox is set up
+                if (warp == 0) {
+                    // Every lane of warp 0 holds this CTA's statistics: lane r posts them to rank r.
+                    if (lane < static_cast<int>(ranks)) mailbox_post(mailbox, stats, rank, lane);
+                    mailbox_wait(mailbox);
+                    stats = warp_combine_stats(lane < static_cast<int>(ranks) ? mailbox.slots[lane] : empty_stats<C>());
+                    if (lane == 0) cluster_stats = stats;
+                }
+            } else {
+                cluster_sync();
+                if (warp == 0) {
+                    stats = warp_combine_stats(lane < static_cast<int>(ranks) ? read_peer(&exchange, lane)
+                                                                                    : empty_stats<C>());
+                    if (lane == 0) cluster_stats = stats;
+                }
+            }
+            __syncthreads();
+            row_stats = cluster_stats;
+        } else {
+            __syncthreads();
+            row_stats = exchange;
+        }
+
+        // All -inf rows have sum 0: 0 * (1 / 0) and -inf - -inf both give NaN, as the reference does.
+        // The held exps (and the packed path's recomputed ones) are relative to this thread's shift and carry
+        // the fast exp's factor: the scale takes them to the row's max and removes it (computed only by
+        // formulas of exps; its captures by value: by reference they changed the compiled code).
+        const auto scale = [thread_all_neg_inf, unbias, shift, row_max = row_stats.max] {
+            return thread_all_neg_inf ? C(0) : unbias * exp_of(shift - row_max);
+        };
+        const auto factor = output.row_factor(row_stats.sum, scale);
+        edge = output.element(edge, row_stats.max, factor);
+
+        Y* y_body = y_slice + head;
+        const bool y_packs_aligned = reinterpret_cast<std::uintptr_t>(y_body) % kStoreAlignment<Y, kPack> == 0;
+        const auto write = [&](const auto& output) {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                if (!loaded[p]) continue;
+                const int pack = p * threads + tid;
+                C out[kPack];
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) out[k] = output(p * kPack + k);
+                if (y_packs_aligned) {
+                    store_pack<Y, kPack>(y_body + pack * kPack, out);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) y_body[pack * kPack + k] = StoreAs<Y>::from(out[k]);
+                }
+            }
+        };
+        bool empty_row = false;  // masked_rows zero and nothing to normalize (options only; uniform per row)
+        if constexpr (Input::kPerRow) empty_row = input.writes_empty_row(row_stats.max);
+        if (empty_row) {
+            const C empty = empty_row_value<C>(!output.uses_exp());
+            write([&](int) -> C { return empty; });
+            edge = empty;
+        } else if constexpr (kExpInWrite) {
+            if constexpr (Output::kUsesExp) {
+                // Each element's exp computed again; for 16-bit y with 1 / sum folded into it.
+                // (Not for grid-regs steps: they write exactly what grid-regs writes, exp(v) x factor.)
+                const auto folded = Output::folded_exp(row_stats.max, row_stats.sum);
+                if (kPackedHold && sizeof(Y) == 2 && folded.applies()) {
+                    write([&](int i) -> C { return folded(value(i)); });
+                } else {
+                    with_shifted_exp(shift, [&](const auto& exp) {
+                        write([&](int i) -> C {
+                            return Output::element_from_value(value(i), row_stats.max, factor, exp);
+                        });
+                    });
+                }
+            } else {
+                write([&](int i) -> C { return Output::element(value(i), row_stats.max, factor); });
+            }
+        } else if constexpr (kValues == 32) {
+            // One loop: a run-time mode is tested per element (registers; see block_regs_modes).
+            write([&](int i) -> C { return output.element(value(i), row_stats.max, factor); });
+        } else {
+            // One loop per mode: a run-time mode branches once, into its fixed formula.
+            output.visit(factor, [&](auto formula, C formula_factor) {
+                write([&](int i) -> C { return formula.element(value(i), row_stats.max, formula_factor); });
+            });
+        }
+        if (has_edge) y_slice[edge_index] = StoreAs<Y>::from(edge);
+        // Pulled statistics: peers may still be reading this CTA's exchange slot, so it stays resident
+        // until the whole cluster is done (their reads are complete: they used the values before arriving).
+        if constexpr (!kPushStats) {
+            if (!grid_split && ranks > 1) cluster_sync_unordered();
+        }
+    }
+}
+
+// The mode is a compile-time choice inside each kernel (a body per mode, as in the warp kernel): a run-time
+// one costs an instruction per element (a select between the exp and the value) and, unless the write
+// loop is split per mode, both formulas in the write. 16-bit -> f32 at 16 and 32 values lost that way (their
+// per-mode bodies took more registers), so they keep the run-time mode (ForwardOutput) with the write loops
+// they had: split per mode at 16 values, one loop at 32 (performance.md#block-regs).
+// Input: PlainInput, or RowsOptionsInput for the options instances.
+template <class X, class Y, int kValues, bool kRowSteps = false, class Input = PlainInput>
+__device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
+    if constexpr (sizeof(X) == 2 && sizeof(Y) == 4 && (kValues == 16 || kValues == 32)) {
+        block_regs_rows<X, Y, kValues, kRowSteps, Input, ForwardOutput>(args);
+    } else if (args.log_mode != 0) {
+        block_regs_rows<X, Y, kValues, kRowSteps, Input, LogSoftmaxOutput>(args);
+    } else {
+        block_regs_rows<X, Y, kValues, kRowSteps, Input, SoftmaxOutput>(args);
+    }
+}
+
+// 8, 16 and 32 values per thread: up to 1024 threads (at most 64 registers), the register count otherwise
+// left to the compiler. A stated minimum, even of one CTA per SM, let it take all 64 registers, so none is
+// stated (performance.md#block-regs).
+template <class X, class Y, int kValues>
+__global__ void __launch_bounds__(1024) block_regs_softmax(const ParamBlock<BlockRegsParams> args) {
+    block_regs_modes<X, Y, kValues>(args);
+}
+
+// 64 values per thread (16-bit x held packed): at most 512 threads and two such CTAs per SM (at most 64
+// registers): left to itself the compiler gave the bf16 -> f32 instance more, one CTA per SM, and the plan
+// then chose worse configurations (performance.md#block-regs).
+template <class X, class Y>
+__global__ void __launch_bounds__(512, 2) block_regs_softmax_packed(const ParamBlock<BlockRegsParams> args) {
+    block_regs_modes<X, Y, 64>(args);
+}
+
+// Grid-regs steps: the 32-value instance only, which grid-regs takes for its longest slices (16384
+// elements, 512 threads: rows past 524288 elements, the only ones whose CTAs can outnumber the device's),
+// and f32 x only (block_regs_steps_instance).
+template <class X, class Y>
+__global__ void __launch_bounds__(1024) block_regs_softmax_steps(const ParamBlock<BlockRegsParams> args) {
+    block_regs_modes<X, Y, kGridRegsStepsValues, true>(args);
+}
+
+// The options instances (RowsOptionsInput), 8 and 16 values (kBlockRegsOptionsMaxValues): the plain kernels'
+// launch bounds, no row steps.
+template <class X, class Y, int kValues>
+__global__ void __launch_bounds__(1024) block_regs_softmax_options(const ParamBlock<BlockRegsParams> args) {
+    block_regs_modes<X, Y, kValues, false, RowsOptionsInput>(args);
+}
+
+// The plain kernel of `values_per_thread`, or with kOptions its options instance (pairs of kRowsOptionsPair, 8
+// and 16 values).
+template <class X, class Y, bool kOptions = false>
+const void* block_regs_instance(int values_per_thread) {
+    if constexpr (kOptions && !kRowsOptionsPair<X, Y>) {
+        return nullptr;
+    } else if constexpr (kOptions) {
+        switch (values_per_thread) {
+            case 8: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 8>);
+            case 16: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 16>);
+            default: return nullptr;
+        }
+    } else {
+        switch (values_per_thread) {
+            case 8: return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 8>);
+            case 16: return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 16>);
+            case 32:
+                // 32 doubles would take every register a thread of a 1024-thread CTA may have.
+                if constexpr (!std::is_same_v<X, double>) return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 32>);
+                return nullptr;
+            case 64:
+                // Only packed 16-bit inputs fit 64 values per thread in registers.
+                if constexpr (sizeof(X) == 2) return reinterpret_cast<const void*>(&block_regs_softmax_packed<X, Y>);
+                return nullptr;
+            default: return nullptr;
+        }
+    }
+}
+
+// f32 x only: 16-bit x's steps move half the bytes for the same fixed costs, and lost to split-row whether
+// staged or not (performance.md#grid-regs-steps).
+template <class X, class Y>
+const void* block_regs_steps_instance() {
+    if constexpr (std::is_same_v<X, float>) return reinterpret_cast<const void*>(&block_regs_softmax_steps<X, Y>);
+    return nullptr;
+}
+
+}  // namespace smx::cuda
