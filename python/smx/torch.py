@@ -20,7 +20,6 @@ import functools
 import hashlib
 import importlib.util
 import os
-import re
 import sys
 import sysconfig
 import warnings
@@ -519,18 +518,6 @@ def _cache_info():
 # ---------------------------------------------------------------------------------------------------------
 # What smx.softmax / smx.log_softmax do with torch tensors.
 
-_STATUS_TAIL = re.compile(r"(.*) \[(.*?)\] \(smx status (\d+)\)", re.S)
-
-
-def _smx_error(error):
-    """The SmxError a kernel's exception stands for (its message ends "[NAME] (smx status N)"), else None."""
-    found = _STATUS_TAIL.search(str(error))
-    if found is None:
-        return None
-    detail, name, status = found.group(1), found.group(2), int(found.group(3))
-    return _errors._error_class(status)(status, name, "" if detail == name else detail)
-
-
 def _torch_dtype(dtype):
     return dtype if dtype is None or isinstance(dtype, torch.dtype) else _dtypes.to_torch(_dtypes.from_argument(dtype))
 
@@ -579,10 +566,7 @@ def _run(functional, out_variant, x, dim, dtype, out, stream, unboxed=None):
         out_variant(x, dim, dtype, y=out)
         return out
     except (RuntimeError, ValueError, TypeError) as error:  # NotImplementedError is a RuntimeError
-        translated = _smx_error(error)
-        if translated is None:
-            raise
-        raise translated from None
+        raise _errors.translated(error) from None
 
 
 def _run_on_stream(functional, out_variant, x, dim, dtype, out, stream, unboxed=None):
@@ -876,10 +860,7 @@ def _translated(call, x, stream):
     try:
         return call()
     except (RuntimeError, ValueError, TypeError) as error:  # NotImplementedError is a RuntimeError
-        translated = _smx_error(error)
-        if translated is None:
-            raise
-        raise translated from None
+        raise _errors.translated(error) from None
 
 
 def logsumexp(x, dim=-1, keepdim=False, out=None, stream=None):
