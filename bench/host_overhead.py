@@ -49,7 +49,7 @@ def callers(x, out):
     binding = smx.torch._binding
     if binding is not None:
         # What smx.softmax calls in eager mode, without smx.softmax's own Python around it.
-        by_name["smx binding"] = (lambda: binding.softmax(x, -1, None), lambda: binding.softmax_out(x, -1, None, out))
+        by_name["smx binding"] = (lambda: binding.softmax(x, -1, None, None), lambda: binding.softmax(x, -1, None, out))
     # The ctypes binding's own call, which NumPy and CuPy arrays still take: the cost the operators remove.
     by_name["smx ctypes path"] = (lambda: smx._forward(x, -1, None, None, None, 1),
                                   lambda: smx._forward(x, -1, None, out, None, 1))

@@ -451,8 +451,8 @@ def test_the_binding_keeps_autograd_and_the_operators_refusals(rng, monkeypatch)
     with pytest.raises(smx.SmxValueError, match="BAD_PARAM_OVERLAP"):
         smx.softmax(x.detach(), out=torch.empty(1, 9, dtype=torch.float64).expand(4, 9))
     assert calls.count == 0
-    with pytest.raises(TypeError, match="expected \\(x: Tensor, dim: int"):
-        smx_torch._binding.softmax(x, 1.0, None)
+    with pytest.raises(TypeError, match=r"expected 4 arguments: \(x, dim, dtype, out\)"):
+        smx_torch._binding.softmax(x, -1, None)
 
 
 @NEEDS_BINDING
@@ -492,6 +492,38 @@ def test_calls_the_binding_would_not_see_as_torch_ops_does_go_through_torch_ops(
     assert type(y) is Subclass  # torch.Tensor's own __torch_function__ keeps the subclass
     assert_matches_reference(smx.log_softmax(x, np.int64(0)), x, 0, True)
     assert calls.count == 3
+
+
+@NEEDS_BINDING
+@pytest.mark.parametrize("log", MODES)
+def test_the_binding_declines_what_torch_ops_must_handle_without_writing(rng, log):
+    # Its contract with smx's Python (docs/python.md, "Eager calls: the binding"): NotImplemented and nothing
+    # written for a call torch.ops must handle, the result for the others (nn.Parameter too, as torch's own
+    # bindings take it).
+    from torch.overrides import TorchFunctionMode
+
+    class Subclass(torch.Tensor):
+        pass
+
+    call = smx_torch._binding.log_softmax if log else smx_torch._binding.softmax
+    x = random_tensor(rng, (3, 5), "float32")
+    out = torch.full((3, 5), float("nan"))
+    declined = {"a subclass x": (x.as_subclass(Subclass), -1, None, None),
+                "a subclass out": (x, -1, None, out.as_subclass(Subclass)),
+                "a NumPy integer dim": (x, np.int64(-1), None, out), "a bool dim": (x, True, None, out),
+                "a dtype name": (x, -1, "float32", out), "a NumPy x": (x.numpy(), -1, None, None),
+                "a NumPy out": (x, -1, None, out.numpy())}
+    for case, arguments in declined.items():
+        assert call(*arguments) is NotImplemented, case
+    mode, seen = recording_mode(TorchFunctionMode, "__torch_function__")
+    with mode:
+        assert call(x, -1, None, out) is NotImplemented
+    assert seen == [] and torch.isnan(out).all(), "a declined call ran something"
+    assert call(x, -1, None, out) is out
+    assert_matches_reference(out, x, -1, log)
+    y = call(torch.nn.Parameter(x.double()), 0, torch.float32, None)
+    assert type(y) is torch.Tensor and y.dtype == torch.float32 and y.grad_fn is not None
+    assert_matches_reference(y, x.double(), 0, log)
 
 
 def test_python_headers_are_looked_for_where_torch_s_builder_and_g_plus_plus_look(tmp_path, monkeypatch):

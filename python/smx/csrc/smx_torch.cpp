@@ -25,6 +25,7 @@
 #include <torch/library.h>
 
 #ifdef SMX_TORCH_PYTHON
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -1104,53 +1105,52 @@ __attribute__((visibility("default"))) int smx_torch_bind_logprobs(void* (*looku
 // boxed path (each argument matched against the schema into a stack, the result boxed back); these call the
 // same operators unboxed, as torch's generated bindings call theirs, so autograd, dispatch modes, functorch
 // and the profiler see the same operator calls. Plain CPython fast calls, not pybind11, whose argument
-// matching costs more per call. smx/torch.py's _run takes them only outside Dynamo's tracing, for exact
-// torch.Tensor arguments and an int dim, with no __torch_function__ mode active.
+// matching costs more per call. smx/torch.py's _run tries them first outside Dynamo's tracing (which must see
+// the torch.ops call); they decline, with NotImplemented, the calls torch.ops must handle in Python.
 
 namespace {
 
-// (x, dim, dtype or None[, y]) as _run passes them; false with a TypeError set for anything else.
-bool read_arguments(PyObject* const* args, Py_ssize_t count, Py_ssize_t expected, int64_t* dim,
-                    std::optional<at::ScalarType>* dtype) {
-    if (count != expected || !THPVariable_Check(args[0]) || !PyLong_Check(args[1]) ||
-        (args[2] != Py_None && !THPDtype_Check(args[2])) || (expected == 4 && !THPVariable_Check(args[3]))) {
-        PyErr_SetString(PyExc_TypeError, expected == 4
-                                             ? "expected (x: Tensor, dim: int, dtype: torch.dtype or None, y: Tensor)"
-                                             : "expected (x: Tensor, dim: int, dtype: torch.dtype or None)");
-        return false;
-    }
-    *dim = PyLong_AsLongLong(args[1]);
-    if (*dim == -1 && PyErr_Occurred()) return false;
-    if (args[2] != Py_None) *dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
-    return true;
+// Whether a call's arguments are what the operator's schema takes as torch.ops would pass them on, with no
+// Python handling to apply first: x (and out) exactly torch.Tensor (or nn.Parameter, which torch's own
+// bindings treat alike), dim exactly an int, dtype None or a torch.dtype, and no __torch_function__ mode
+// active. Anything else (a subclass's __torch_function__, a mode, a NumPy integer dim, a dtype name) is
+// torch.ops' to handle.
+bool takes_directly(PyObject* x, PyObject* dim, PyObject* dtype, PyObject* out) {
+    return THPVariable_CheckExact(x) && PyLong_CheckExact(dim) && (dtype == Py_None || THPDtype_Check(dtype)) &&
+           (out == Py_None || THPVariable_CheckExact(out)) && !at::impl::torch_function_mode_enabled();
 }
 
+// eager_call<Mode>(x, dim, dtype, out): the operator called unboxed (the .out overload where out is not None);
+// returns out, or the new result. NotImplemented, computing nothing, where takes_directly refuses the
+// arguments: the caller then goes through torch.ops.
 template <int Mode>
-PyObject* eager_functional(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
+PyObject* eager_call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
     HANDLE_TH_ERRORS
-    int64_t dim = 0;
+    if (count != 4) {
+        PyErr_SetString(PyExc_TypeError, "expected 4 arguments: (x, dim, dtype, out)");
+        return nullptr;
+    }
+    PyObject* const out = args[3];
+    if (!takes_directly(args[0], args[1], args[2], out)) Py_RETURN_NOTIMPLEMENTED;
+    const int64_t dim = PyLong_AsLongLong(args[1]);
+    if (dim == -1 && PyErr_Occurred()) return nullptr;
     std::optional<at::ScalarType> dtype;
-    if (!read_arguments(args, count, 3, &dim, &dtype)) return nullptr;
+    if (args[2] != Py_None) dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+    const at::Tensor& x = THPVariable_Unpack(args[0]);
+    if (out != Py_None) {
+        {
+            pybind11::gil_scoped_release release;  // as torch's bindings do: other threads run meanwhile
+            out_op<Mode>().call(x, dim, dtype, THPVariable_Unpack(out));
+        }
+        Py_INCREF(out);
+        return out;
+    }
     at::Tensor y;
     {
-        pybind11::gil_scoped_release release;  // as torch's bindings do: other threads run meanwhile
-        y = functional_op<Mode>().call(THPVariable_Unpack(args[0]), dim, dtype);
+        pybind11::gil_scoped_release release;
+        y = functional_op<Mode>().call(x, dim, dtype);
     }
     return THPVariable_Wrap(std::move(y));
-    END_HANDLE_TH_ERRORS
-}
-
-template <int Mode>
-PyObject* eager_out(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
-    HANDLE_TH_ERRORS
-    int64_t dim = 0;
-    std::optional<at::ScalarType> dtype;
-    if (!read_arguments(args, count, 4, &dim, &dtype)) return nullptr;
-    {
-        pybind11::gil_scoped_release release;
-        out_op<Mode>().call(THPVariable_Unpack(args[0]), dim, dtype, THPVariable_Unpack(args[3]));
-    }
-    Py_RETURN_NONE;
     END_HANDLE_TH_ERRORS
 }
 
@@ -1160,10 +1160,10 @@ PyMethodDef fast_call(const char* name, const char* doc) {
 }
 
 PyMethodDef eager_functions[] = {
-    fast_call<eager_functional<kSoftmax>>("softmax", "softmax(x, dim, dtype) -> y: smx::softmax, unboxed"),
-    fast_call<eager_out<kSoftmax>>("softmax_out", "softmax_out(x, dim, dtype, y): smx::softmax.out, unboxed"),
-    fast_call<eager_functional<kLogSoftmax>>("log_softmax", "log_softmax(x, dim, dtype) -> y: smx::log_softmax"),
-    fast_call<eager_out<kLogSoftmax>>("log_softmax_out", "log_softmax_out(x, dim, dtype, y): smx::log_softmax.out"),
+    fast_call<eager_call<kSoftmax>>("softmax", "softmax(x, dim, dtype, out) -> out or y: smx::softmax(.out), "
+                                               "unboxed; NotImplemented for what torch.ops must handle"),
+    fast_call<eager_call<kLogSoftmax>>("log_softmax", "log_softmax(x, dim, dtype, out): as softmax, for "
+                                                      "smx::log_softmax(.out)"),
     {nullptr, nullptr, 0, nullptr}};
 
 #define SMX_CONCAT_(a, b) a##b
