@@ -526,6 +526,68 @@ def test_the_binding_declines_what_torch_ops_must_handle_without_writing(rng, lo
     assert_matches_reference(y, x.double(), 0, log)
 
 
+def smx_torch_functions_run(call):
+    """The names of smx.torch's Python functions that call() runs (sys.setprofile sees every Python call)."""
+    names = []
+
+    def record(frame, event, _arg):
+        if event == "call" and frame.f_globals.get("__name__") == "smx.torch":
+            names.append(frame.f_code.co_name)
+
+    sys.setprofile(record)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return names
+
+
+@NEEDS_BINDING
+@pytest.mark.parametrize("log", MODES)
+def test_smx_softmax_takes_the_binding_first_only_without_stream_or_options(rng, log):
+    # The eager fast path: a plain call, with out= or requires_grad (the operator's Autograd kernel records
+    # it), goes from smx.softmax straight to the binding, running none of smx.torch's Python; stream=, options,
+    # a subclass, a __torch_function__ mode or a NumPy dim go through smx.torch, options to their own operator.
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Subclass(torch.Tensor):
+        pass
+
+    name, torch_function = ("log_softmax", torch.log_softmax) if log else ("softmax", torch.softmax)
+    function = wrapper(log)
+    x, out = random_tensor(rng, (4, 9), "float64"), torch.full((4, 9), float("nan"), dtype=torch.float64)
+    leaf, torch_leaf = x.clone().requires_grad_(), x.clone().requires_grad_()
+    upstream = random_tensor(rng, (4, 9), "float64")
+    taken = {"plain": lambda: function(x), "out=": lambda: function(x, out=out),
+             "requires_grad": lambda: function(leaf, 0).backward(upstream),
+             "masked_rows 'nan' as another str": lambda: function(x, masked_rows="".join(["na", "n"]))}
+    function(x)  # a process's first call on a tensor imports smx.torch's calls into smx
+    for case, call in taken.items():
+        assert smx_torch_functions_run(call) == [], case
+    torch_function(torch_leaf, 0).backward(upstream)
+    torch.testing.assert_close(leaf.grad, torch_leaf.grad, rtol=1e-12, atol=1e-12)
+    assert_matches_reference(out, x, -1, log)
+    option_sets = [{"scale": 0.5}, {"masked_rows": "zero"}, {"batch_invariant": True}, {"causal": 8},
+                   {"mask": torch.ones(9, dtype=torch.bool)}]
+
+    def under_a_function_mode():
+        with recording_mode(TorchFunctionMode, "__torch_function__")[0]:
+            return function(x)
+
+    not_taken = {"stream=": lambda: function(x, stream=0), "subclass": lambda: function(x.as_subclass(Subclass)),
+                 "NumPy dim": lambda: function(x, np.int64(1)), "function mode": under_a_function_mode}
+    not_taken.update({f"{options}": lambda options=options: function(x, **options) for options in option_sets})
+    dispatch_mode, seen = recording_mode(TorchDispatchMode, "__torch_dispatch__")
+    with dispatch_mode:
+        for case, call in not_taken.items():
+            ran = smx_torch_functions_run(call)
+            assert name in ran or f"{name}_with_options" in ran, case
+    assert [call for call in seen if call.startswith("smx.")] == [f"smx.{name}.default"] * 4 + [
+        f"smx.{name}_with_options.default"] * 5
+    assert_matches_reference(function(x, scale=0.5), x * 0.5, -1, log)
+
+
 def test_python_headers_are_looked_for_where_torch_s_builder_and_g_plus_plus_look(tmp_path, monkeypatch):
     import sysconfig
     monkeypatch.setattr(sysconfig, "get_path", lambda name, *args, **kwargs: str(tmp_path / "none"))

@@ -1105,8 +1105,8 @@ __attribute__((visibility("default"))) int smx_torch_bind_logprobs(void* (*looku
 // boxed path (each argument matched against the schema into a stack, the result boxed back); these call the
 // same operators unboxed, as torch's generated bindings call theirs, so autograd, dispatch modes, functorch
 // and the profiler see the same operator calls. Plain CPython fast calls, not pybind11, whose argument
-// matching costs more per call. smx/torch.py's _run tries them first outside Dynamo's tracing (which must see
-// the torch.ops call); they decline, with NotImplemented, the calls torch.ops must handle in Python.
+// matching costs more per call. smx.softmax (and smx/torch.py's _run) try them first outside Dynamo's tracing
+// (which must see the torch.ops call); they decline, with NotImplemented, the calls torch.ops must handle.
 
 namespace {
 
