@@ -11,13 +11,14 @@
 // call the same operators through the dispatcher's unboxed entry, as torch's own bindings call theirs:
 // smx.softmax takes them in eager mode (end of file).
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -329,12 +330,34 @@ void* current_stream(const at::Device& device) {
     return cuda->getStreamNativeHandle(cuda->getStream(device));
 }
 
-// `bytes` of workspace from torch's allocator on the device of `options` (the caching one on a GPU, ordered
-// on the current stream), aligned for libsmx; none when `bytes` is 0. `owner` keeps it for the call.
-void* allocate_workspace(std::size_t bytes, const at::TensorOptions& options, at::Tensor* owner) {
+// The allocator torch's factory functions use on a device (the kernels run on CPU and CUDA only): the CPU one,
+// or the CUDA one as torch's first CUDA allocation fixed it (a pluggable allocator can only be swapped in
+// before that; c10::GetAllocator would still name the native one), read once from a tensor at::empty made.
+c10::Allocator* allocator_of(const at::Device& device) {
+    if (device.is_cpu()) return c10::GetAllocator(c10::DeviceType::CPU);
+    TORCH_INTERNAL_ASSERT(device.is_cuda(), "smx's kernels run on CPU and CUDA tensors only");
+    static c10::Allocator* const cuda_allocator =
+        at::empty({0}, at::TensorOptions(device).dtype(at::kByte)).storage().allocator();
+    return cuda_allocator;
+}
+
+// A tensor made as torch's own kernels make their outputs (at::detail::empty_strided_cpu and _cuda): straight
+// from the device's allocator (on a GPU the caching one, ordered on the current stream), without a call
+// through the dispatcher. Its contents are undefined.
+at::Tensor empty_strided_on(const at::Device& device, at::IntArrayRef sizes, at::IntArrayRef strides,
+                            at::ScalarType dtype) {
+    const c10::DeviceGuard on_device(device);  // the CUDA allocator serves the current device
+    const c10::DispatchKeySet backend(c10::computeDispatchKey(dtype, at::kStrided, device));
+    return at::detail::empty_strided_generic(sizes, strides, allocator_of(device), backend, dtype);
+}
+
+// `bytes` of workspace on `device` from torch's allocator there (as empty_strided_on), aligned for libsmx;
+// none when `bytes` is 0. `owner` keeps it for the call.
+void* allocate_workspace(std::size_t bytes, const at::Device& device, c10::DataPtr* owner) {
     if (bytes == 0) return nullptr;
-    *owner = at::empty({static_cast<int64_t>(bytes + kWorkspaceAlignment - 1)}, options.dtype(at::kByte));
-    const auto address = reinterpret_cast<uintptr_t>(owner->data_ptr());
+    const c10::DeviceGuard on_device(device);
+    *owner = allocator_of(device)->allocate(bytes + kWorkspaceAlignment - 1);
+    const auto address = reinterpret_cast<uintptr_t>(owner->get());
     return reinterpret_cast<void*>((address + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment);
 }
 
@@ -389,8 +412,8 @@ void run_softmax(int mode, const at::Tensor& x, int64_t dim, const at::Tensor& y
         descriptor = make_softmax_descriptor(handle, mode, axis, x_layout, x_dtype, y_layout, y_dtype);
         descriptor = cache.insert(key, std::move(descriptor));
     }
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.device(), &workspace);
     check(api.smxSoftmaxForward(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes, y.data_ptr(),
                                 x.const_data_ptr(), current_stream(x.device())));
 }
@@ -446,8 +469,8 @@ void run_softmax_backward(int mode, const at::Tensor& dy, const at::Tensor& y, i
                                                       {&dx_layout, &dy_layout, &y_layout}, dtypes);
         descriptor = cache.insert(key, std::move(descriptor));
     }
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, y.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, y.device(), &workspace);
     check(api.smxSoftmaxBackward(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes, dx.data_ptr(),
                                  dy.const_data_ptr(), y.const_data_ptr(), current_stream(y.device())));
 }
@@ -491,10 +514,10 @@ template <int Mode>
 at::Tensor softmax_kernel(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype) {
     check_input(x);
     // torch.empty_like's layout, as the fake kernel (smx/torch.py) makes it: x's strides when x is dense,
-    // which at::empty_strided allocates with one dispatcher call less than at::empty_like.
-    const at::TensorOptions options = x.options().dtype(result_dtype(x, dtype));
-    at::Tensor y = x.is_non_overlapping_and_dense() ? at::empty_strided(x.sizes(), x.strides(), options)
-                                                    : at::empty_like(x, options);
+    // allocated as torch's own softmax allocates its output, without a dispatcher call.
+    const at::ScalarType y_dtype = result_dtype(x, dtype);
+    at::Tensor y = x.is_non_overlapping_and_dense() ? empty_strided_on(x.device(), x.sizes(), x.strides(), y_dtype)
+                                                    : at::empty_like(x, x.options().dtype(y_dtype));
     run_softmax(Mode, x, dim, y);
     return y;
 }
@@ -827,8 +850,8 @@ void run_logsumexp(const at::Tensor& x, int64_t dim, const at::Tensor& out) {
             return tensors.status ? tensors.status
                                   : logprobs_api.smxCreateLogsumexpDescriptor(handle, made, axis, out_desc, x_desc);
         });
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.device(), &workspace);
     check(logprobs_api.smxLogsumexp(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
                                     out.data_ptr(), x.const_data_ptr(), current_stream(x.device())));
 }
@@ -883,8 +906,8 @@ at::Tensor log_softmax_gather_kernel(const at::Tensor& x, const at::Tensor& inde
                                   : logprobs_api.smxCreateLogSoftmaxGatherDescriptor(handle, made, axis, out_desc,
                                                                                      x_desc, index_desc);
         });
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.device(), &workspace);
     check(logprobs_api.smxLogSoftmaxGather(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
                                            out.data_ptr(), x.const_data_ptr(), index.const_data_ptr(),
                                            current_stream(x.device())));
@@ -949,8 +972,8 @@ std::tuple<at::Tensor, at::Tensor> run_cross_entropy(const at::Tensor& logits, c
                                                                                  lse_desc, dlogits_desc, logits_desc,
                                                                                  target_desc);
         });
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, logits.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, logits.device(), &workspace);
     check(logprobs_api.smxCrossEntropy(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
                                        loss.data_ptr(), lse.data_ptr(), has_dlogits ? dlogits.data_ptr() : nullptr,
                                        logits.const_data_ptr(), target.const_data_ptr(),
