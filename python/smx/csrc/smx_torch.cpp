@@ -620,21 +620,28 @@ struct SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction<Mode>>
     }
 };
 
+// The Autograd kernels take the dispatch keys the dispatcher found for the call (its first argument) and, with
+// no graph to record, go on to the next kernel with them (redispatch), as torch's own autograd kernels do,
+// instead of finding them again from the arguments; the guard covers what that kernel calls in turn.
+constexpr c10::DispatchKeySet kBelowAutograd = c10::after_ADInplaceOrView_keyset;
+
 template <int Mode>
-at::Tensor softmax_autograd(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype) {
+at::Tensor softmax_autograd(c10::DispatchKeySet keys, const at::Tensor& x, int64_t dim,
+                            std::optional<at::ScalarType> dtype) {
     if (c10::GradMode::is_enabled() && x.requires_grad()) return SoftmaxFunction<Mode>::apply(x, dim, dtype);
-    at::AutoDispatchBelowADInplaceOrView below_autograd;  // no graph to record: the cheapest way down
-    return functional_op<Mode>().call(x, dim, dtype);
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return functional_op<Mode>().redispatch(keys & kBelowAutograd, x, dim, dtype);
 }
 
 template <int Mode>
-void softmax_out_autograd(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
+void softmax_out_autograd(c10::DispatchKeySet keys, const at::Tensor& x, int64_t dim,
+                          std::optional<at::ScalarType> dtype, const at::Tensor& out) {
     TORCH_CHECK(!(c10::GradMode::is_enabled() && (x.requires_grad() || out.requires_grad())), kOperatorName[Mode],
                 " with out= does not support automatic differentiation, but x or out requires grad; call it "
                 "without out=");
     {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        out_op<Mode>().call(x, dim, dtype, out);
+        out_op<Mode>().redispatch(keys & kBelowAutograd, x, dim, dtype, out);
     }
     // Written as an in-place torch op writes: a backward that needs out's old values then refuses. Inference
     // tensors have no version counter (smx writes them, as the ctypes binding does).
@@ -679,25 +686,25 @@ struct SoftmaxBackwardFunction : public torch::autograd::Function<SoftmaxBackwar
 };
 
 template <int Mode>
-at::Tensor softmax_backward_autograd(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                                     std::optional<at::ScalarType> dtype) {
+at::Tensor softmax_backward_autograd(c10::DispatchKeySet keys, const at::Tensor& grad_output, const at::Tensor& output,
+                                     int64_t dim, std::optional<at::ScalarType> dtype) {
     if (c10::GradMode::is_enabled() && (grad_output.requires_grad() || output.requires_grad())) {
         return SoftmaxBackwardFunction<Mode>::apply(grad_output, output, dim, dtype);
     }
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return backward_op<Mode>().call(grad_output, output, dim, dtype);
+    return backward_op<Mode>().redispatch(keys & kBelowAutograd, grad_output, output, dim, dtype);
 }
 
 template <int Mode>
-void softmax_backward_out_autograd(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                                   std::optional<at::ScalarType> dtype, const at::Tensor& grad_input) {
+void softmax_backward_out_autograd(c10::DispatchKeySet keys, const at::Tensor& grad_output, const at::Tensor& output,
+                                   int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& grad_input) {
     TORCH_CHECK(!(c10::GradMode::is_enabled() &&
                   (grad_output.requires_grad() || output.requires_grad() || grad_input.requires_grad())),
                 kBackwardOperatorName[Mode], " with out= does not support automatic differentiation, but an input or "
                 "out requires grad; call it without out=");
     {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        backward_out_op<Mode>().call(grad_output, output, dim, dtype, grad_input);
+        backward_out_op<Mode>().redispatch(keys & kBelowAutograd, grad_output, output, dim, dtype, grad_input);
     }
     if (!grad_input.is_inference()) torch::autograd::impl::bump_version(grad_input);
 }
