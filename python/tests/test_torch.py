@@ -680,17 +680,20 @@ def test_host_overhead_bench_runs_on_cpu_tensors_and_writes_json(tmp_path):
     report = tmp_path / "host_overhead.json"
     environment = dict(os.environ, SMX_LIBRARY=smx.library_path())
     done = subprocess.run([sys.executable, str(PACKAGE_ROOT.parent / "bench" / "host_overhead.py"), "--device", "cpu",
-                           "--shape", "4x8", "--shape", "2x3x4:float16", "--calls", "5", "--samples", "2",
+                           "--shape", "4x8", "--shape", "2x3x4:float16", "--op", "softmax", "--op", "log_softmax",
+                           "--calls", "5", "--samples", "2",
                            "--warm-up", "1", "--json", str(report)],
                           env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     written = json.loads(report.read_text())
     assert written["device"] == "cpu" and written["torch"] == torch.__version__ and written["commit"]
-    callers = {"torch.softmax", "torch.ops.smx.softmax", "smx.softmax", "smx ctypes path"}
-    if smx_torch._binding is not None:
-        callers.add("smx binding")
     assert written["binding"] == (smx_torch._binding is not None)
-    assert {(row["caller"], row["variant"], tuple(row["shape"])) for row in written["results"]} == {
-        (caller, variant, shape) for caller in callers for variant in ("plain", "out=") for shape in ((4, 8), (2, 3, 4))}
+    expected = set()
+    for name in ("softmax", "log_softmax"):
+        callers = {f"torch.{name}", f"torch.ops.smx.{name}", f"smx.{name}", f"smx.torch.{name}", "smx ctypes path"}
+        callers |= {"smx binding"} if smx_torch._binding is not None else set()
+        expected |= {(name, caller, variant, shape) for caller in callers for variant in ("plain", "out=")
+                     for shape in ((4, 8), (2, 3, 4))}
+    assert {(row["op"], row["caller"], row["variant"], tuple(row["shape"])) for row in written["results"]} == expected
     assert all(row["host_us"] > 0 and len(row["host_samples_us"]) == 2 for row in written["results"])
     assert all(row["plan"].startswith("cpu ") for row in written["results"])
