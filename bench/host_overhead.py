@@ -1,5 +1,6 @@
-"""Host time per call of smx.softmax, torch.ops.smx.softmax and torch.softmax on small tensors, plain and with
-out=: the overhead a PyTorch user pays on every call whose kernel is shorter than the call itself.
+"""Host time per call of smx.softmax, torch.ops.smx.softmax and torch.softmax (or, with --op, their log_softmax)
+on small tensors, plain and with out=: the overhead a PyTorch user pays on every call whose kernel is shorter
+than the call itself.
 
     cd <repo> && SMX_LIBRARY=build/src/libsmx.so python3 bench/host_overhead.py [--json PATH]
 
@@ -38,21 +39,25 @@ def parse_shape(text):
     return tuple(int(size) for size in dims.split("x")), getattr(torch, dtype or "float32")
 
 
-def callers(x, out):
-    """name -> (plain call, call with out=), each computing softmax along the last dim."""
-    softmax_op, softmax_out_op = torch.ops.smx.softmax.default, torch.ops.smx.softmax.out
+def callers(op, x, out):
+    """name -> (plain call, call with out=), each computing op ('softmax' or 'log_softmax') along the last dim."""
+    torch_function, smx_function, smx_torch_function = getattr(torch, op), getattr(smx, op), getattr(smx.torch, op)
+    operator, operator_out = getattr(torch.ops.smx, op).default, getattr(torch.ops.smx, op).out
     by_name = {
-        "torch.softmax": (lambda: torch.softmax(x, -1), lambda: torch.softmax(x, -1, out=out)),
-        "torch.ops.smx.softmax": (lambda: softmax_op(x, -1), lambda: softmax_out_op(x, -1, y=out)),
-        "smx.softmax": (lambda: smx.softmax(x, -1), lambda: smx.softmax(x, -1, out=out)),
+        f"torch.{op}": (lambda: torch_function(x, -1), lambda: torch_function(x, -1, out=out)),
+        f"torch.ops.smx.{op}": (lambda: operator(x, -1), lambda: operator_out(x, -1, y=out)),
+        f"smx.{op}": (lambda: smx_function(x, -1), lambda: smx_function(x, -1, out=out)),
+        f"smx.torch.{op}": (lambda: smx_torch_function(x, -1), lambda: smx_torch_function(x, -1, out=out)),
     }
     binding = smx.torch._binding
     if binding is not None:
         # What smx.softmax calls in eager mode, without smx.softmax's own Python around it.
-        by_name["smx binding"] = (lambda: binding.softmax(x, -1, None), lambda: binding.softmax_out(x, -1, None, out))
+        eager = getattr(binding, op)
+        by_name["smx binding"] = (lambda: eager(x, -1, None, None), lambda: eager(x, -1, None, out))
     # The ctypes binding's own call, which NumPy and CuPy arrays still take: the cost the operators remove.
-    by_name["smx ctypes path"] = (lambda: smx._forward(x, -1, None, None, None, 1),
-                                  lambda: smx._forward(x, -1, None, out, None, 1))
+    mode = 1 if op == "softmax" else 2
+    by_name["smx ctypes path"] = (lambda: smx._forward(x, -1, None, None, None, mode),
+                                  lambda: smx._forward(x, -1, None, out, None, mode))
     return by_name
 
 
@@ -96,6 +101,8 @@ def main():
     parser.add_argument("--warm-up", type=int, default=100)
     parser.add_argument("--shape", type=parse_shape, action="append", metavar="AxB[:DTYPE]",
                         help="time this shape instead of the default four (repeatable), e.g. 4x8:float32")
+    parser.add_argument("--op", choices=["softmax", "log_softmax"], action="append",
+                        help="time this operation (repeatable; default: softmax)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     arguments = parser.parse_args()
     device = arguments.device
@@ -117,21 +124,23 @@ def main():
         generator = torch.Generator(device=device).manual_seed(0)
         x = (torch.randn(shape, generator=generator, device=device) * 3).to(dtype)
         out = torch.empty_like(x)
-        plan = smx.plan(x)
-        print(f"{'x'.join(map(str, shape))} {str(dtype).replace('torch.', '')}: {plan}")
-        by_caller = callers(x, out)
-        for variant, index in (("plain", 0), ("out=", 1)):
-            cases = {name: pair[index] for name, pair in by_caller.items()}
-            timings = time_cases(cases, calls, arguments.samples, arguments.warm_up, synchronize)
-            label = f"{'x'.join(map(str, shape))} {str(dtype).replace('torch.', '')} {variant}"
-            row = []
-            for name, (host, with_sync) in timings.items():
-                median, median_sync = statistics.median(host), statistics.median(with_sync)
-                row.append(f"{name} {median:6.2f} ({median_sync:6.2f})")
-                results.append({"shape": list(shape), "dtype": str(dtype).replace("torch.", ""), "variant": variant,
-                                "plan": plan, "caller": name, "host_us": median, "with_sync_us": median_sync,
-                                "host_samples_us": host, "with_sync_samples_us": with_sync})
-            print(f"{label:28s} " + " | ".join(row))
+        for op in arguments.op or ["softmax"]:
+            plan = smx.plan(x, log=op == "log_softmax")
+            print(f"{'x'.join(map(str, shape))} {str(dtype).replace('torch.', '')} {op}: {plan}")
+            by_caller = callers(op, x, out)
+            for variant, index in (("plain", 0), ("out=", 1)):
+                cases = {name: pair[index] for name, pair in by_caller.items()}
+                timings = time_cases(cases, calls, arguments.samples, arguments.warm_up, synchronize)
+                label = f"{'x'.join(map(str, shape))} {str(dtype).replace('torch.', '')} {variant}"
+                row = []
+                for name, (host, with_sync) in timings.items():
+                    median, median_sync = statistics.median(host), statistics.median(with_sync)
+                    row.append(f"{name} {median:6.2f} ({median_sync:6.2f})")
+                    results.append({"shape": list(shape), "dtype": str(dtype).replace("torch.", ""), "op": op,
+                                    "variant": variant, "plan": plan, "caller": name, "host_us": median,
+                                    "with_sync_us": median_sync, "host_samples_us": host,
+                                    "with_sync_samples_us": with_sync})
+                print(f"{label:28s} " + " | ".join(row))
     if arguments.json:
         arguments.json.write_text(json.dumps({**header, "results": results}, indent=1) + "\n")
         print(f"wrote {arguments.json}")

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from . import _arrays, _cache, _dtypes, _logprobs, _options, _streams
+from . import _arrays, _cache, _dtypes, _errors, _logprobs, _options, _streams
 from ._errors import SmxError, SmxNotImplementedError, SmxRuntimeError, SmxTypeError, SmxValueError, check
 from ._lib import LOG_CALLBACK, lib
 from ._lib import path as _library_file
@@ -150,12 +150,35 @@ def _enqueue(compute, descriptor, views, pointers):
 
 _operators = None  # smx.torch, once a torch tensor has come
 
+# smx.torch's eager calls through its binding (softmax and log-softmax: (x, dim, dtype, out) -> out or the
+# result, NotImplemented for a call that torch.ops must handle; None without the binding) and Dynamo's test for
+# "tracing now", which skips them: taken from smx.torch with it (_import_operators), None until then.
+_eager_softmax = _eager_log_softmax = _is_dynamo_compiling = None
+
 
 def _import_operators():
-    global _operators
+    global _operators, _eager_softmax, _eager_log_softmax, _is_dynamo_compiling
     from . import torch as operators  # an import statement, which torch.compile can trace on a first call
     _operators = operators
+    _is_dynamo_compiling = operators._is_dynamo_compiling  # first: another thread may see a call and use it
+    _eager_softmax, _eager_log_softmax = operators._eager_softmax, operators._eager_log_softmax
     return operators
+
+
+def _eager(call, x, dim, dtype, out, stream, scale, mask, causal, masked_rows, batch_invariant):
+    """call(x, dim, dtype, out), smx.torch's eager softmax or log-softmax through its binding (None until a
+    torch tensor has come, or without the binding), for a call with no stream and no option set, outside
+    Dynamo's tracing: out or the result, libsmx's errors as smx's exceptions. NotImplemented for any other
+    call, and for one the binding declines (x not a torch tensor, or arguments torch.ops must handle): the
+    caller then takes its general path (docs/python.md, "Eager calls: the binding")."""
+    if (call is None or stream is not None or scale is not None or mask is not None or causal is not None
+            or batch_invariant is not False or type(masked_rows) is not str or masked_rows != "nan"
+            or _is_dynamo_compiling()):
+        return NotImplemented
+    try:
+        return call(x, dim, dtype, out)
+    except (RuntimeError, ValueError, TypeError) as error:  # NotImplementedError is a RuntimeError
+        raise _errors.translated(error) from None
 
 
 def _torch_route(x):
@@ -196,6 +219,9 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None, scale=None, mask=No
     batch_invariant: True gives each row the same bits whatever the batch around it.
     Returns out, or a new array in x's library with x's dimension order (torch: torch.empty_like(x)'s).
     torch tensors go through torch.ops.smx.softmax (smx.torch): autograd, torch.compile, CUDA graphs."""
+    y = _eager(_eager_softmax, x, dim, dtype, out, stream, scale, mask, causal, masked_rows, batch_invariant)
+    if y is not NotImplemented:
+        return y
     route = _torch_route(x)
     options = (scale, mask, causal, masked_rows, batch_invariant)
     if route is not None:
@@ -208,6 +234,9 @@ def softmax(x, dim=-1, *, dtype=None, out=None, stream=None, scale=None, mask=No
 def log_softmax(x, dim=-1, *, dtype=None, out=None, stream=None, scale=None, mask=None, causal=None,
                 masked_rows="nan", batch_invariant=False):
     """log-softmax of `x` along `dim`: x - max - log(sum(exp(x - max))). Arguments as for softmax()."""
+    y = _eager(_eager_log_softmax, x, dim, dtype, out, stream, scale, mask, causal, masked_rows, batch_invariant)
+    if y is not NotImplemented:
+        return y
     route = _torch_route(x)
     options = (scale, mask, causal, masked_rows, batch_invariant)
     if route is not None:

@@ -8,6 +8,8 @@ Every error that libsmx reports derives from SmxError (so ``except smx.SmxError`
   4000s, 5000s (internal, device)   -> SmxRuntimeError(RuntimeError)
 """
 
+import re
+
 from ._lib import lib
 
 __all__ = ["SmxError", "SmxValueError", "SmxTypeError", "SmxNotImplementedError", "SmxRuntimeError", "check"]
@@ -63,3 +65,16 @@ def check(status):
     detail = lib.smxGetLastErrorMessage().decode("utf-8", "replace")
     status_name = lib.smxGetStatusString(status).decode("utf-8", "replace")
     raise _error_class(status)(status, status_name, detail)
+
+
+_STATUS_TAIL = re.compile(r"(.*) \[(.*?)\] \(smx status (\d+)\)", re.S)
+
+
+def translated(error):
+    """The SmxError a torch kernel's exception stands for (the C++ kernels end their messages with "[NAME]
+    (smx status N)"), else the exception itself."""
+    found = _STATUS_TAIL.search(str(error))
+    if found is None:
+        return error
+    detail, name, status = found.group(1), found.group(2), int(found.group(3))
+    return _error_class(status)(status, name, "" if detail == name else detail)

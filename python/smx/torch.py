@@ -20,7 +20,6 @@ import functools
 import hashlib
 import importlib.util
 import os
-import re
 import sys
 import sysconfig
 import warnings
@@ -519,18 +518,6 @@ def _cache_info():
 # ---------------------------------------------------------------------------------------------------------
 # What smx.softmax / smx.log_softmax do with torch tensors.
 
-_STATUS_TAIL = re.compile(r"(.*) \[(.*?)\] \(smx status (\d+)\)", re.S)
-
-
-def _smx_error(error):
-    """The SmxError a kernel's exception stands for (its message ends "[NAME] (smx status N)"), else None."""
-    found = _STATUS_TAIL.search(str(error))
-    if found is None:
-        return None
-    detail, name, status = found.group(1), found.group(2), int(found.group(3))
-    return _errors._error_class(status)(status, name, "" if detail == name else detail)
-
-
 def _torch_dtype(dtype):
     return dtype if dtype is None or isinstance(dtype, torch.dtype) else _dtypes.to_torch(_dtypes.from_argument(dtype))
 
@@ -547,57 +534,46 @@ def _launch_stream(stream, device):
     return torch.cuda.ExternalStream(handle, device=device)
 
 
-# Read once: _run asks them on every call. Only Dynamo needs the torch.ops call (it cannot trace into the
+# Read once: _run asks it on every call. Only Dynamo needs the torch.ops call (it cannot trace into the
 # binding); every other tracer (make_fx, export, dispatch modes) sees the binding's calls in the dispatcher.
-_Tensor = torch.Tensor  # also what smx.softmax routes here
+_Tensor = torch.Tensor  # what smx.softmax routes here
 _is_dynamo_compiling = torch.compiler.is_dynamo_compiling
-_torch_function_mode_enabled = torch._C._is_torch_function_mode_enabled
 
 
-def _run(functional, out_variant, x, dim, dtype, out, stream, unboxed=None):
+def _run(functional, out_variant, x, dim, dtype, out, stream, eager=None):
     """One smx call on a torch tensor through the operators; smx's own exceptions for libsmx's errors.
-    `unboxed`: the extension binding's (functional, out) functions of the same operator, or None; called
-    instead of torch.ops in eager mode, where they compute the same through the same kernels."""
+    `eager`: the binding's call of the same operator (x, dim, dtype, out), or None; tried first outside
+    Dynamo's tracing: it computes what torch.ops would through the same kernels, or declines (NotImplemented)
+    a call whose arguments need torch.ops' own handling (a tensor subclass, a __torch_function__ mode, a dim
+    that is not an int)."""
     if dtype is not None:
         dtype = _torch_dtype(dtype)
     if stream is not None:
-        return _run_on_stream(functional, out_variant, x, dim, dtype, out, stream, unboxed)
-    # Dynamo must see the operator, so it traces the torch.ops call; exact tensors and an int dim with no
-    # __torch_function__ mode active are what the binding takes as torch.ops would (other types of x, out or
-    # dim get torch.ops' __torch_function__ handling and argument conversions).
-    direct = (unboxed is not None and not _is_dynamo_compiling() and type(x) is _Tensor and type(dim) is int
-              and not _torch_function_mode_enabled())
+        return _run_on_stream(functional, out_variant, x, dim, dtype, out, stream, eager)
     try:
+        if eager is not None and not _is_dynamo_compiling():
+            result = eager(x, dim, dtype, out)
+            if result is not NotImplemented:
+                return result
         if out is None:
-            return unboxed[0](x, dim, dtype) if direct else functional(x, dim, dtype)
-        if direct and type(out) is _Tensor:
-            unboxed[1](x, dim, dtype, out)
-            return out
+            return functional(x, dim, dtype)
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out is a {_arrays.library_of(out)} array but x is a torch array; smx writes only "
                             "into arrays of x's own library")
         out_variant(x, dim, dtype, y=out)
         return out
     except (RuntimeError, ValueError, TypeError) as error:  # NotImplementedError is a RuntimeError
-        translated = _smx_error(error)
-        if translated is None:
-            raise
-        raise translated from None
+        raise _errors.translated(error) from None
 
 
-def _run_on_stream(functional, out_variant, x, dim, dtype, out, stream, unboxed=None):
+def _run_on_stream(functional, out_variant, x, dim, dtype, out, stream, eager=None):
     """stream= given: the operators run with it as torch's current stream (on the CPU it is checked, then
     ignored)."""
     if x.device.type != "cuda":
         _arrays.stream_handle(stream)
-        return _run(functional, out_variant, x, dim, dtype, out, None, unboxed)
+        return _run(functional, out_variant, x, dim, dtype, out, None, eager)
     with torch.cuda.stream(_launch_stream(stream, x.device)):
-        return _run(functional, out_variant, x, dim, dtype, out, None, unboxed)
-
-
-def _unboxed(name):
-    """The binding's (functional, out) functions of operator `name`, or None where there is no binding."""
-    return None if _binding is None else (getattr(_binding, name), getattr(_binding, name + "_out"))
+        return _run(functional, out_variant, x, dim, dtype, out, None, eager)
 
 
 # Looked up once: each torch.ops attribute step costs on every call.
@@ -606,18 +582,19 @@ _log_softmax, _log_softmax_out = torch.ops.smx.log_softmax.default, torch.ops.sm
 _softmax_backward, _softmax_backward_out = torch.ops.smx.softmax_backward.default, torch.ops.smx.softmax_backward.out
 _log_softmax_backward = torch.ops.smx.log_softmax_backward.default
 _log_softmax_backward_out = torch.ops.smx.log_softmax_backward.out
-_softmax_unboxed, _log_softmax_unboxed = _unboxed("softmax"), _unboxed("log_softmax")
+_eager_softmax = None if _binding is None else _binding.softmax
+_eager_log_softmax = None if _binding is None else _binding.log_softmax
 
 
 def softmax(x, dim=-1, dtype=None, out=None, stream=None):
     """smx.softmax for a torch tensor: torch.ops.smx.softmax (.out with out=), on `stream` when given; in
     eager mode through the binding's unboxed call of it."""
-    return _run(_softmax, _softmax_out, x, dim, dtype, out, stream, _softmax_unboxed)
+    return _run(_softmax, _softmax_out, x, dim, dtype, out, stream, _eager_softmax)
 
 
 def log_softmax(x, dim=-1, dtype=None, out=None, stream=None):
     """smx.log_softmax for a torch tensor: torch.ops.smx.log_softmax (.out with out=), as softmax."""
-    return _run(_log_softmax, _log_softmax_out, x, dim, dtype, out, stream, _log_softmax_unboxed)
+    return _run(_log_softmax, _log_softmax_out, x, dim, dtype, out, stream, _eager_log_softmax)
 
 
 def _run_backward(functional, out_variant, grad_output, output, dim, dtype, out, stream):
@@ -876,10 +853,7 @@ def _translated(call, x, stream):
     try:
         return call()
     except (RuntimeError, ValueError, TypeError) as error:  # NotImplementedError is a RuntimeError
-        translated = _smx_error(error)
-        if translated is None:
-            raise
-        raise translated from None
+        raise _errors.translated(error) from None
 
 
 def logsumexp(x, dim=-1, keepdim=False, out=None, stream=None):

@@ -451,8 +451,8 @@ def test_the_binding_keeps_autograd_and_the_operators_refusals(rng, monkeypatch)
     with pytest.raises(smx.SmxValueError, match="BAD_PARAM_OVERLAP"):
         smx.softmax(x.detach(), out=torch.empty(1, 9, dtype=torch.float64).expand(4, 9))
     assert calls.count == 0
-    with pytest.raises(TypeError, match="expected \\(x: Tensor, dim: int"):
-        smx_torch._binding.softmax(x, 1.0, None)
+    with pytest.raises(TypeError, match=r"expected 4 arguments: \(x, dim, dtype, out\)"):
+        smx_torch._binding.softmax(x, -1, None)
 
 
 @NEEDS_BINDING
@@ -492,6 +492,100 @@ def test_calls_the_binding_would_not_see_as_torch_ops_does_go_through_torch_ops(
     assert type(y) is Subclass  # torch.Tensor's own __torch_function__ keeps the subclass
     assert_matches_reference(smx.log_softmax(x, np.int64(0)), x, 0, True)
     assert calls.count == 3
+
+
+@NEEDS_BINDING
+@pytest.mark.parametrize("log", MODES)
+def test_the_binding_declines_what_torch_ops_must_handle_without_writing(rng, log):
+    # Its contract with smx's Python (docs/python.md, "Eager calls: the binding"): NotImplemented and nothing
+    # written for a call torch.ops must handle, the result for the others (nn.Parameter too, as torch's own
+    # bindings take it).
+    from torch.overrides import TorchFunctionMode
+
+    class Subclass(torch.Tensor):
+        pass
+
+    call = smx_torch._binding.log_softmax if log else smx_torch._binding.softmax
+    x = random_tensor(rng, (3, 5), "float32")
+    out = torch.full((3, 5), float("nan"))
+    declined = {"a subclass x": (x.as_subclass(Subclass), -1, None, None),
+                "a subclass out": (x, -1, None, out.as_subclass(Subclass)),
+                "a NumPy integer dim": (x, np.int64(-1), None, out), "a bool dim": (x, True, None, out),
+                "a dtype name": (x, -1, "float32", out), "a NumPy x": (x.numpy(), -1, None, None),
+                "a NumPy out": (x, -1, None, out.numpy())}
+    for case, arguments in declined.items():
+        assert call(*arguments) is NotImplemented, case
+    mode, seen = recording_mode(TorchFunctionMode, "__torch_function__")
+    with mode:
+        assert call(x, -1, None, out) is NotImplemented
+    assert seen == [] and torch.isnan(out).all(), "a declined call ran something"
+    assert call(x, -1, None, out) is out
+    assert_matches_reference(out, x, -1, log)
+    y = call(torch.nn.Parameter(x.double()), 0, torch.float32, None)
+    assert type(y) is torch.Tensor and y.dtype == torch.float32 and y.grad_fn is not None
+    assert_matches_reference(y, x.double(), 0, log)
+
+
+def smx_torch_functions_run(call):
+    """The names of smx.torch's Python functions that call() runs (sys.setprofile sees every Python call)."""
+    names = []
+
+    def record(frame, event, _arg):
+        if event == "call" and frame.f_globals.get("__name__") == "smx.torch":
+            names.append(frame.f_code.co_name)
+
+    sys.setprofile(record)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return names
+
+
+@NEEDS_BINDING
+@pytest.mark.parametrize("log", MODES)
+def test_smx_softmax_takes_the_binding_first_only_without_stream_or_options(rng, log):
+    # The eager fast path: a plain call, with out= or requires_grad (the operator's Autograd kernel records
+    # it), goes from smx.softmax straight to the binding, running none of smx.torch's Python; stream=, options,
+    # a subclass, a __torch_function__ mode or a NumPy dim go through smx.torch, options to their own operator.
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Subclass(torch.Tensor):
+        pass
+
+    name, torch_function = ("log_softmax", torch.log_softmax) if log else ("softmax", torch.softmax)
+    function = wrapper(log)
+    x, out = random_tensor(rng, (4, 9), "float64"), torch.full((4, 9), float("nan"), dtype=torch.float64)
+    leaf, torch_leaf = x.clone().requires_grad_(), x.clone().requires_grad_()
+    upstream = random_tensor(rng, (4, 9), "float64")
+    taken = {"plain": lambda: function(x), "out=": lambda: function(x, out=out),
+             "requires_grad": lambda: function(leaf, 0).backward(upstream),
+             "masked_rows 'nan' as another str": lambda: function(x, masked_rows="".join(["na", "n"]))}
+    function(x)  # a process's first call on a tensor imports smx.torch's calls into smx
+    for case, call in taken.items():
+        assert smx_torch_functions_run(call) == [], case
+    torch_function(torch_leaf, 0).backward(upstream)
+    torch.testing.assert_close(leaf.grad, torch_leaf.grad, rtol=1e-12, atol=1e-12)
+    assert_matches_reference(out, x, -1, log)
+    option_sets = [{"scale": 0.5}, {"masked_rows": "zero"}, {"batch_invariant": True}, {"causal": 8},
+                   {"mask": torch.ones(9, dtype=torch.bool)}]
+
+    def under_a_function_mode():
+        with recording_mode(TorchFunctionMode, "__torch_function__")[0]:
+            return function(x)
+
+    not_taken = {"stream=": lambda: function(x, stream=0), "subclass": lambda: function(x.as_subclass(Subclass)),
+                 "NumPy dim": lambda: function(x, np.int64(1)), "function mode": under_a_function_mode}
+    not_taken.update({f"{options}": lambda options=options: function(x, **options) for options in option_sets})
+    dispatch_mode, seen = recording_mode(TorchDispatchMode, "__torch_dispatch__")
+    with dispatch_mode:
+        for case, call in not_taken.items():
+            ran = smx_torch_functions_run(call)
+            assert name in ran or f"{name}_with_options" in ran, case
+    assert [call for call in seen if call.startswith("smx.")] == [f"smx.{name}.default"] * 4 + [
+        f"smx.{name}_with_options.default"] * 5
+    assert_matches_reference(function(x, scale=0.5), x * 0.5, -1, log)
 
 
 def test_python_headers_are_looked_for_where_torch_s_builder_and_g_plus_plus_look(tmp_path, monkeypatch):
@@ -586,17 +680,20 @@ def test_host_overhead_bench_runs_on_cpu_tensors_and_writes_json(tmp_path):
     report = tmp_path / "host_overhead.json"
     environment = dict(os.environ, SMX_LIBRARY=smx.library_path())
     done = subprocess.run([sys.executable, str(PACKAGE_ROOT.parent / "bench" / "host_overhead.py"), "--device", "cpu",
-                           "--shape", "4x8", "--shape", "2x3x4:float16", "--calls", "5", "--samples", "2",
+                           "--shape", "4x8", "--shape", "2x3x4:float16", "--op", "softmax", "--op", "log_softmax",
+                           "--calls", "5", "--samples", "2",
                            "--warm-up", "1", "--json", str(report)],
                           env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     written = json.loads(report.read_text())
     assert written["device"] == "cpu" and written["torch"] == torch.__version__ and written["commit"]
-    callers = {"torch.softmax", "torch.ops.smx.softmax", "smx.softmax", "smx ctypes path"}
-    if smx_torch._binding is not None:
-        callers.add("smx binding")
     assert written["binding"] == (smx_torch._binding is not None)
-    assert {(row["caller"], row["variant"], tuple(row["shape"])) for row in written["results"]} == {
-        (caller, variant, shape) for caller in callers for variant in ("plain", "out=") for shape in ((4, 8), (2, 3, 4))}
+    expected = set()
+    for name in ("softmax", "log_softmax"):
+        callers = {f"torch.{name}", f"torch.ops.smx.{name}", f"smx.{name}", f"smx.torch.{name}", "smx ctypes path"}
+        callers |= {"smx binding"} if smx_torch._binding is not None else set()
+        expected |= {(name, caller, variant, shape) for caller in callers for variant in ("plain", "out=")
+                     for shape in ((4, 8), (2, 3, 4))}
+    assert {(row["op"], row["caller"], row["variant"], tuple(row["shape"])) for row in written["results"]} == expected
     assert all(row["host_us"] > 0 and len(row["host_samples_us"]) == 2 for row in written["results"])
     assert all(row["plan"].startswith("cpu ") for row in written["results"])

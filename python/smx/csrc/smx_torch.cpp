@@ -11,13 +11,14 @@
 // call the same operators through the dispatcher's unboxed entry, as torch's own bindings call theirs:
 // smx.softmax takes them in eager mode (end of file).
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -25,6 +26,7 @@
 #include <torch/library.h>
 
 #ifdef SMX_TORCH_PYTHON
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -328,12 +330,34 @@ void* current_stream(const at::Device& device) {
     return cuda->getStreamNativeHandle(cuda->getStream(device));
 }
 
-// `bytes` of workspace from torch's allocator on the device of `options` (the caching one on a GPU, ordered
-// on the current stream), aligned for libsmx; none when `bytes` is 0. `owner` keeps it for the call.
-void* allocate_workspace(std::size_t bytes, const at::TensorOptions& options, at::Tensor* owner) {
+// The allocator torch's factory functions use on a device (the kernels run on CPU and CUDA only): the CPU one,
+// or the CUDA one as torch's first CUDA allocation fixed it (a pluggable allocator can only be swapped in
+// before that; c10::GetAllocator would still name the native one), read once from a tensor at::empty made.
+c10::Allocator* allocator_of(const at::Device& device) {
+    if (device.is_cpu()) return c10::GetAllocator(c10::DeviceType::CPU);
+    TORCH_INTERNAL_ASSERT(device.is_cuda(), "smx's kernels run on CPU and CUDA tensors only");
+    static c10::Allocator* const cuda_allocator =
+        at::empty({0}, at::TensorOptions(device).dtype(at::kByte)).storage().allocator();
+    return cuda_allocator;
+}
+
+// A tensor made as torch's own kernels make their outputs (at::detail::empty_strided_cpu and _cuda): straight
+// from the device's allocator (on a GPU the caching one, ordered on the current stream), without a call
+// through the dispatcher. Its contents are undefined.
+at::Tensor empty_strided_on(const at::Device& device, at::IntArrayRef sizes, at::IntArrayRef strides,
+                            at::ScalarType dtype) {
+    const c10::DeviceGuard on_device(device);  // the CUDA allocator serves the current device
+    const c10::DispatchKeySet backend(c10::computeDispatchKey(dtype, at::kStrided, device));
+    return at::detail::empty_strided_generic(sizes, strides, allocator_of(device), backend, dtype);
+}
+
+// `bytes` of workspace on `device` from torch's allocator there (as empty_strided_on), aligned for libsmx;
+// none when `bytes` is 0. `owner` keeps it for the call.
+void* allocate_workspace(std::size_t bytes, const at::Device& device, c10::DataPtr* owner) {
     if (bytes == 0) return nullptr;
-    *owner = at::empty({static_cast<int64_t>(bytes + kWorkspaceAlignment - 1)}, options.dtype(at::kByte));
-    const auto address = reinterpret_cast<uintptr_t>(owner->data_ptr());
+    const c10::DeviceGuard on_device(device);
+    *owner = allocator_of(device)->allocate(bytes + kWorkspaceAlignment - 1);
+    const auto address = reinterpret_cast<uintptr_t>(owner->get());
     return reinterpret_cast<void*>((address + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment);
 }
 
@@ -388,8 +412,8 @@ void run_softmax(int mode, const at::Tensor& x, int64_t dim, const at::Tensor& y
         descriptor = make_softmax_descriptor(handle, mode, axis, x_layout, x_dtype, y_layout, y_dtype);
         descriptor = cache.insert(key, std::move(descriptor));
     }
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.device(), &workspace);
     check(api.smxSoftmaxForward(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes, y.data_ptr(),
                                 x.const_data_ptr(), current_stream(x.device())));
 }
@@ -445,8 +469,8 @@ void run_softmax_backward(int mode, const at::Tensor& dy, const at::Tensor& y, i
                                                       {&dx_layout, &dy_layout, &y_layout}, dtypes);
         descriptor = cache.insert(key, std::move(descriptor));
     }
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, y.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, y.device(), &workspace);
     check(api.smxSoftmaxBackward(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes, dx.data_ptr(),
                                  dy.const_data_ptr(), y.const_data_ptr(), current_stream(y.device())));
 }
@@ -490,10 +514,10 @@ template <int Mode>
 at::Tensor softmax_kernel(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype) {
     check_input(x);
     // torch.empty_like's layout, as the fake kernel (smx/torch.py) makes it: x's strides when x is dense,
-    // which at::empty_strided allocates with one dispatcher call less than at::empty_like.
-    const at::TensorOptions options = x.options().dtype(result_dtype(x, dtype));
-    at::Tensor y = x.is_non_overlapping_and_dense() ? at::empty_strided(x.sizes(), x.strides(), options)
-                                                    : at::empty_like(x, options);
+    // allocated as torch's own softmax allocates its output, without a dispatcher call.
+    const at::ScalarType y_dtype = result_dtype(x, dtype);
+    at::Tensor y = x.is_non_overlapping_and_dense() ? empty_strided_on(x.device(), x.sizes(), x.strides(), y_dtype)
+                                                    : at::empty_like(x, x.options().dtype(y_dtype));
     run_softmax(Mode, x, dim, y);
     return y;
 }
@@ -596,21 +620,28 @@ struct SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction<Mode>>
     }
 };
 
+// The Autograd kernels take the dispatch keys the dispatcher found for the call (its first argument) and, with
+// no graph to record, go on to the next kernel with them (redispatch), as torch's own autograd kernels do,
+// instead of finding them again from the arguments; the guard covers what that kernel calls in turn.
+constexpr c10::DispatchKeySet kBelowAutograd = c10::after_ADInplaceOrView_keyset;
+
 template <int Mode>
-at::Tensor softmax_autograd(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype) {
+at::Tensor softmax_autograd(c10::DispatchKeySet keys, const at::Tensor& x, int64_t dim,
+                            std::optional<at::ScalarType> dtype) {
     if (c10::GradMode::is_enabled() && x.requires_grad()) return SoftmaxFunction<Mode>::apply(x, dim, dtype);
-    at::AutoDispatchBelowADInplaceOrView below_autograd;  // no graph to record: the cheapest way down
-    return functional_op<Mode>().call(x, dim, dtype);
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return functional_op<Mode>().redispatch(keys & kBelowAutograd, x, dim, dtype);
 }
 
 template <int Mode>
-void softmax_out_autograd(const at::Tensor& x, int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& out) {
+void softmax_out_autograd(c10::DispatchKeySet keys, const at::Tensor& x, int64_t dim,
+                          std::optional<at::ScalarType> dtype, const at::Tensor& out) {
     TORCH_CHECK(!(c10::GradMode::is_enabled() && (x.requires_grad() || out.requires_grad())), kOperatorName[Mode],
                 " with out= does not support automatic differentiation, but x or out requires grad; call it "
                 "without out=");
     {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        out_op<Mode>().call(x, dim, dtype, out);
+        out_op<Mode>().redispatch(keys & kBelowAutograd, x, dim, dtype, out);
     }
     // Written as an in-place torch op writes: a backward that needs out's old values then refuses. Inference
     // tensors have no version counter (smx writes them, as the ctypes binding does).
@@ -655,25 +686,25 @@ struct SoftmaxBackwardFunction : public torch::autograd::Function<SoftmaxBackwar
 };
 
 template <int Mode>
-at::Tensor softmax_backward_autograd(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                                     std::optional<at::ScalarType> dtype) {
+at::Tensor softmax_backward_autograd(c10::DispatchKeySet keys, const at::Tensor& grad_output, const at::Tensor& output,
+                                     int64_t dim, std::optional<at::ScalarType> dtype) {
     if (c10::GradMode::is_enabled() && (grad_output.requires_grad() || output.requires_grad())) {
         return SoftmaxBackwardFunction<Mode>::apply(grad_output, output, dim, dtype);
     }
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return backward_op<Mode>().call(grad_output, output, dim, dtype);
+    return backward_op<Mode>().redispatch(keys & kBelowAutograd, grad_output, output, dim, dtype);
 }
 
 template <int Mode>
-void softmax_backward_out_autograd(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                                   std::optional<at::ScalarType> dtype, const at::Tensor& grad_input) {
+void softmax_backward_out_autograd(c10::DispatchKeySet keys, const at::Tensor& grad_output, const at::Tensor& output,
+                                   int64_t dim, std::optional<at::ScalarType> dtype, const at::Tensor& grad_input) {
     TORCH_CHECK(!(c10::GradMode::is_enabled() &&
                   (grad_output.requires_grad() || output.requires_grad() || grad_input.requires_grad())),
                 kBackwardOperatorName[Mode], " with out= does not support automatic differentiation, but an input or "
                 "out requires grad; call it without out=");
     {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        backward_out_op<Mode>().call(grad_output, output, dim, dtype, grad_input);
+        backward_out_op<Mode>().redispatch(keys & kBelowAutograd, grad_output, output, dim, dtype, grad_input);
     }
     if (!grad_input.is_inference()) torch::autograd::impl::bump_version(grad_input);
 }
@@ -826,8 +857,8 @@ void run_logsumexp(const at::Tensor& x, int64_t dim, const at::Tensor& out) {
             return tensors.status ? tensors.status
                                   : logprobs_api.smxCreateLogsumexpDescriptor(handle, made, axis, out_desc, x_desc);
         });
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.device(), &workspace);
     check(logprobs_api.smxLogsumexp(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
                                     out.data_ptr(), x.const_data_ptr(), current_stream(x.device())));
 }
@@ -882,8 +913,8 @@ at::Tensor log_softmax_gather_kernel(const at::Tensor& x, const at::Tensor& inde
                                   : logprobs_api.smxCreateLogSoftmaxGatherDescriptor(handle, made, axis, out_desc,
                                                                                      x_desc, index_desc);
         });
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, x.device(), &workspace);
     check(logprobs_api.smxLogSoftmaxGather(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
                                            out.data_ptr(), x.const_data_ptr(), index.const_data_ptr(),
                                            current_stream(x.device())));
@@ -948,8 +979,8 @@ std::tuple<at::Tensor, at::Tensor> run_cross_entropy(const at::Tensor& logits, c
                                                                                  lse_desc, dlogits_desc, logits_desc,
                                                                                  target_desc);
         });
-    at::Tensor workspace;
-    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, logits.options(), &workspace);
+    c10::DataPtr workspace;
+    void* workspace_pointer = allocate_workspace(descriptor->workspace_bytes, logits.device(), &workspace);
     check(logprobs_api.smxCrossEntropy(descriptor->pointer, workspace_pointer, descriptor->workspace_bytes,
                                        loss.data_ptr(), lse.data_ptr(), has_dlogits ? dlogits.data_ptr() : nullptr,
                                        logits.const_data_ptr(), target.const_data_ptr(),
@@ -1104,53 +1135,52 @@ __attribute__((visibility("default"))) int smx_torch_bind_logprobs(void* (*looku
 // boxed path (each argument matched against the schema into a stack, the result boxed back); these call the
 // same operators unboxed, as torch's generated bindings call theirs, so autograd, dispatch modes, functorch
 // and the profiler see the same operator calls. Plain CPython fast calls, not pybind11, whose argument
-// matching costs more per call. smx/torch.py's _run takes them only outside Dynamo's tracing, for exact
-// torch.Tensor arguments and an int dim, with no __torch_function__ mode active.
+// matching costs more per call. smx.softmax (and smx/torch.py's _run) try them first outside Dynamo's tracing
+// (which must see the torch.ops call); they decline, with NotImplemented, the calls torch.ops must handle.
 
 namespace {
 
-// (x, dim, dtype or None[, y]) as _run passes them; false with a TypeError set for anything else.
-bool read_arguments(PyObject* const* args, Py_ssize_t count, Py_ssize_t expected, int64_t* dim,
-                    std::optional<at::ScalarType>* dtype) {
-    if (count != expected || !THPVariable_Check(args[0]) || !PyLong_Check(args[1]) ||
-        (args[2] != Py_None && !THPDtype_Check(args[2])) || (expected == 4 && !THPVariable_Check(args[3]))) {
-        PyErr_SetString(PyExc_TypeError, expected == 4
-                                             ? "expected (x: Tensor, dim: int, dtype: torch.dtype or None, y: Tensor)"
-                                             : "expected (x: Tensor, dim: int, dtype: torch.dtype or None)");
-        return false;
-    }
-    *dim = PyLong_AsLongLong(args[1]);
-    if (*dim == -1 && PyErr_Occurred()) return false;
-    if (args[2] != Py_None) *dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
-    return true;
+// Whether a call's arguments are what the operator's schema takes as torch.ops would pass them on, with no
+// Python handling to apply first: x (and out) exactly torch.Tensor (or nn.Parameter, which torch's own
+// bindings treat alike), dim exactly an int, dtype None or a torch.dtype, and no __torch_function__ mode
+// active. Anything else (a subclass's __torch_function__, a mode, a NumPy integer dim, a dtype name) is
+// torch.ops' to handle.
+bool takes_directly(PyObject* x, PyObject* dim, PyObject* dtype, PyObject* out) {
+    return THPVariable_CheckExact(x) && PyLong_CheckExact(dim) && (dtype == Py_None || THPDtype_Check(dtype)) &&
+           (out == Py_None || THPVariable_CheckExact(out)) && !at::impl::torch_function_mode_enabled();
 }
 
+// eager_call<Mode>(x, dim, dtype, out): the operator called unboxed (the .out overload where out is not None);
+// returns out, or the new result. NotImplemented, computing nothing, where takes_directly refuses the
+// arguments: the caller then goes through torch.ops.
 template <int Mode>
-PyObject* eager_functional(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
+PyObject* eager_call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
     HANDLE_TH_ERRORS
-    int64_t dim = 0;
+    if (count != 4) {
+        PyErr_SetString(PyExc_TypeError, "expected 4 arguments: (x, dim, dtype, out)");
+        return nullptr;
+    }
+    PyObject* const out = args[3];
+    if (!takes_directly(args[0], args[1], args[2], out)) Py_RETURN_NOTIMPLEMENTED;
+    const int64_t dim = PyLong_AsLongLong(args[1]);
+    if (dim == -1 && PyErr_Occurred()) return nullptr;
     std::optional<at::ScalarType> dtype;
-    if (!read_arguments(args, count, 3, &dim, &dtype)) return nullptr;
+    if (args[2] != Py_None) dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+    const at::Tensor& x = THPVariable_Unpack(args[0]);
+    if (out != Py_None) {
+        {
+            pybind11::gil_scoped_release release;  // as torch's bindings do: other threads run meanwhile
+            out_op<Mode>().call(x, dim, dtype, THPVariable_Unpack(out));
+        }
+        Py_INCREF(out);
+        return out;
+    }
     at::Tensor y;
     {
-        pybind11::gil_scoped_release release;  // as torch's bindings do: other threads run meanwhile
-        y = functional_op<Mode>().call(THPVariable_Unpack(args[0]), dim, dtype);
+        pybind11::gil_scoped_release release;
+        y = functional_op<Mode>().call(x, dim, dtype);
     }
     return THPVariable_Wrap(std::move(y));
-    END_HANDLE_TH_ERRORS
-}
-
-template <int Mode>
-PyObject* eager_out(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
-    HANDLE_TH_ERRORS
-    int64_t dim = 0;
-    std::optional<at::ScalarType> dtype;
-    if (!read_arguments(args, count, 4, &dim, &dtype)) return nullptr;
-    {
-        pybind11::gil_scoped_release release;
-        out_op<Mode>().call(THPVariable_Unpack(args[0]), dim, dtype, THPVariable_Unpack(args[3]));
-    }
-    Py_RETURN_NONE;
     END_HANDLE_TH_ERRORS
 }
 
@@ -1160,10 +1190,10 @@ PyMethodDef fast_call(const char* name, const char* doc) {
 }
 
 PyMethodDef eager_functions[] = {
-    fast_call<eager_functional<kSoftmax>>("softmax", "softmax(x, dim, dtype) -> y: smx::softmax, unboxed"),
-    fast_call<eager_out<kSoftmax>>("softmax_out", "softmax_out(x, dim, dtype, y): smx::softmax.out, unboxed"),
-    fast_call<eager_functional<kLogSoftmax>>("log_softmax", "log_softmax(x, dim, dtype) -> y: smx::log_softmax"),
-    fast_call<eager_out<kLogSoftmax>>("log_softmax_out", "log_softmax_out(x, dim, dtype, y): smx::log_softmax.out"),
+    fast_call<eager_call<kSoftmax>>("softmax", "softmax(x, dim, dtype, out) -> out or y: smx::softmax(.out), "
+                                               "unboxed; NotImplemented for what torch.ops must handle"),
+    fast_call<eager_call<kLogSoftmax>>("log_softmax", "log_softmax(x, dim, dtype, out): as softmax, for "
+                                                      "smx::log_softmax(.out)"),
     {nullptr, nullptr, 0, nullptr}};
 
 #define SMX_CONCAT_(a, b) a##b
