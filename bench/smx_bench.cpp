@@ -19,6 +19,7 @@
 #include "bench_data.hpp"
 #include "bench_device.hpp"
 #include "bench_grid.hpp"
+#include "bench_logprobs.hpp"
 #include "bench_report.hpp"
 #include "bench_stats.hpp"
 #include "smx/smx.h"
@@ -38,6 +39,9 @@ const char* const usage_text = R"(usage: smx-bench [options]
   --shapes S,...          grid labels (8192x50257, 32x1024x1024:dim=1, 8192x4096:transposed), bare shapes
                           (matching every layout of that shape), or new layouts in the same forms: AxB...
                           (softmax over the last dim), AxB...:dim=N, RxC:transposed
+  --logprobs OPS          the log-probability cases instead of the softmax grid: all, or some of
+                          logsumexp,log_softmax_gather,cross_entropy_forward,cross_entropy (--shapes RxC,...
+                          picks shapes; --quick, --list, --plans, --json, --seed apply)
   --quick                 fewer repetitions
   --graph                 also time each case as a CUDA graph replay
   --json PATH             write every record as JSON
@@ -51,6 +55,7 @@ Exit status: 0 all cases passed their check, 1 some case failed, 2 bad usage or 
 struct Options {
     std::string device = "auto";
     GridFilter filter;
+    std::string logprobs;  // --logprobs: "all" or the ops
     bool quick = false;
     bool graph = false;
     bool list_only = false;
@@ -82,6 +87,8 @@ Options parse_options(int argc, char** argv) {
             options.filter.dtype_pairs = parse_dtype_pairs(value());
         } else if (arg == "--shapes") {
             options.filter.shape_tokens = split_list(value());
+        } else if (arg == "--logprobs") {
+            options.logprobs = value();
         } else if (arg == "--quick") {
             options.quick = true;
         } else if (arg == "--graph") {
@@ -256,6 +263,7 @@ public:
     }
 
     const std::vector<CaseRecord>& records() const { return records_; }
+    smxHandle_t cpu_handle() const { return cpu_reference_handle_; }
 
 private:
     int buffers_for(std::size_t tensor_bytes) const {
@@ -416,8 +424,16 @@ int run_main(int argc, char** argv) {
 
     Target target = choose_target(options.device);
     const bool on_gpu = target.device->type() == SMX_DEVICE_CUDA;
-    const std::vector<LayoutPlan> grid = build_grid(target.device->type(), options.filter);
+    const bool logprobs = !options.logprobs.empty();
+    const std::vector<LogprobsCase> logprobs_grid =
+        logprobs ? logprobs_cases(options.logprobs == "all" ? std::vector<std::string>{} : split_list(options.logprobs),
+                                  options.filter.shape_tokens)
+                 : std::vector<LogprobsCase>{};
+    const std::vector<LayoutPlan> grid = logprobs ? std::vector<LayoutPlan>{} : build_grid(target.device->type(), options.filter);
     if (options.list_only) {
+        for (const LogprobsCase& c : logprobs_grid) {
+            std::printf("%-8s %-22s %-5s %s\n", c.group.c_str(), c.op.c_str(), dtype_name(c.dtype), c.label().c_str());
+        }
         for (const LayoutPlan& plan : grid) {
             for (const DtypePair& pair : plan.dtype_pairs) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
@@ -433,6 +449,10 @@ int run_main(int argc, char** argv) {
     if (options.plans_only) {
         // One tab-separated line per case, in the JSON records' terms, so plans can be compared with them.
         std::printf("op\tx_dtype\ty_dtype\tlabel\tplan\n");
+        for (const LogprobsCase& c : logprobs_grid) {
+            std::printf("%s\t%s\t-\t%s\t%s\n", c.op.c_str(), dtype_name(c.dtype), c.label().c_str(),
+                        logprobs_plan(target.handle, c).c_str());
+        }
         for (const LayoutPlan& plan : grid) {
             for (const DtypePair& pair : plan.dtype_pairs) {
                 for (smxSoftmaxMode_t mode : plan.modes) {
@@ -472,11 +492,21 @@ int run_main(int argc, char** argv) {
     int failed = 0;
     {
         BenchRun bench(target, options, run);
-        bench.run_grid(grid);
-        for (const CaseRecord& record : bench.records()) failed += record.check_passed ? 0 : 1;
-        std::printf("\n%zu cases, %d failed\n", bench.records().size(), failed);
+        std::vector<CaseRecord> logprobs_records;
+        if (logprobs) {
+            std::printf("log-probabilities: bytes = x read once (logsumexp, gather, cross_entropy_forward), logits read "
+                        "once + dlogits written once (cross_entropy)\n");
+            std::mt19937_64 rng(options.seed);
+            logprobs_records = run_logprobs_cases(*target.device, target.handle, bench.cpu_handle(), logprobs_grid, run,
+                                                  options.quick, rng);
+        } else {
+            bench.run_grid(grid);
+        }
+        const std::vector<CaseRecord>& records = logprobs ? logprobs_records : bench.records();
+        for (const CaseRecord& record : records) failed += record.check_passed ? 0 : 1;
+        std::printf("\n%zu cases, %d failed\n", records.size(), failed);
         if (!options.json_path.empty()) {
-            write_json(options.json_path, run, bench.records());
+            write_json(options.json_path, run, records);
             std::printf("wrote %s\n", options.json_path.c_str());
         }
     }

@@ -53,6 +53,20 @@ constexpr TuningTable kSm90{
     GeneralTuning{
         2048,  // block_row_len: a warp per shorter row, a block per longer one (#general)
     },
+    // Unmeasured: each value taken from the forward family with the same traffic (#log-probabilities).
+    LogprobsTuning{
+        128,    // eight_lane_max_len: one or two 16-byte packs a lane, as the warp family's narrow shapes
+        2048,   // warp_max_len: a warp streams a row of up to 2048 as the general family does
+        16384,  // wide_cta_min_len: 512 threads where block-online's rows are this long (#block-online)
+        2,      // fill_waves: as split-row's chunk_target, a lone row spread over ~2 waves (#split-row)
+        4096,   // min_chunk: half of split-row's min_chunk; a cluster CTA's fixed cost is smaller
+        2,      // regs_min_ctas_per_sm: block-regs' min_ctas_per_sm (#block-regs, search)
+        0.9,    // regs_good_utilization: block-regs' good_utilization (#block-regs, search)
+        64,     // regs_min_threads: block-regs' min_threads_widened (#block-regs, CTA size)
+        1024,   // regs_min_cluster_slice: block-regs' min_cluster_slice (#block-regs, search)
+        32768,  // write_chunk: within split-row's chunk bounds (#split-row)
+        2048,   // general_block_row_len: the general family's block_row_len (#general)
+    },
 };
 
 }  // namespace

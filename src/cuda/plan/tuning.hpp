@@ -64,6 +64,22 @@ struct GeneralTuning {
     std::int64_t block_row_len;  // rows this long get a whole block, shorter ones a warp
 };
 
+// The log-probability kernels (src/cuda/logprobs). Not yet measured: performance.md#log-probabilities says where
+// each value comes from and which H200 runs are to settle it.
+struct LogprobsTuning {
+    std::int64_t eight_lane_max_len;    // stats: rows this short take 8 lanes a row
+    std::int64_t warp_max_len;          //   rows this short a warp a row, longer ones a CTA (or more)
+    std::int64_t wide_cta_min_len;      //   rows this long take 512-thread CTAs, shorter ones 256
+    std::int64_t fill_waves;            //   fewer rows than resident CTAs: chunks until about this many waves
+    std::int64_t min_chunk;             //   ... never into chunks shorter than this
+    int regs_min_ctas_per_sm;           // ce-regs search: "several CTAs per SM"
+    double regs_good_utilization;       //   and the share of register slots holding logits that is good
+    int regs_min_threads;               //   smallest CTA
+    std::int64_t regs_min_cluster_slice;  // slices shorter than this are not worth a cluster CTA
+    std::int64_t write_chunk;           // ce-write: elements of a row per CTA
+    std::int64_t general_block_row_len; // general: a CTA per row this long or longer, else a warp
+};
+
 struct TuningTable {
     const char* name;  // "sm_90", for plan logs
     WarpTuning warp;
@@ -72,6 +88,7 @@ struct TuningTable {
     SplitRowTuning split_row;
     SpatialTuning spatial;
     GeneralTuning general;
+    LogprobsTuning logprobs;
 };
 
 // The table for the device: sm_90's where it was measured; other architectures take sm_90's numbers until

@@ -1,0 +1,81 @@
+// perrow.cu - cross-entropy's per-row kernels, one CTA each, any layout of the per-row operands:
+//   count   the rows a MEAN divides by (targets that are not ignore_index), into the workspace before the kernels
+//           that scale dlogits by it;
+//   finish  the reduction of the per-row losses (SUM, MEAN) in one fixed order (each thread a strided share in
+//           double, then a fixed tree), and the scatter of the loss and lse the general kernel left compact.
+// Traffic: one target, or one loss and count, per row. performance.md#log-probabilities.
+#include "cuda/logprobs/rows.cuh"
+
+namespace smx::cuda {
+namespace {
+
+// The block's sum of one value per thread (kPerRowThreads threads), complete in thread 0: warp butterflies, then
+// warp 0 over the warps' sums. Exact for integers; for doubles, the same order on every run.
+template <class T>
+__device__ __forceinline__ T block_sum(T value, T* scratch) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+    const int lane = threadIdx.x % 32;
+    if (lane == 0) scratch[threadIdx.x / 32] = value;
+    __syncthreads();
+    value = lane < static_cast<int>(blockDim.x / 32) ? scratch[lane] : T(0);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+    return value;
+}
+
+__global__ void __launch_bounds__(kPerRowThreads) ce_count(const ParamBlock<LogprobsPerRowParams> args) {
+    __shared__ long long scratch[32];
+    long long counted = 0;
+#pragma unroll 4
+    for (std::int64_t row = threadIdx.x; row < args.rows; row += blockDim.x) {
+        const std::int64_t t = load_index(args.operand.index, space_offset(args.space, args.ndim, 0, row), args.index_64 != 0);
+        counted += t != args.ignore_index ? 1 : 0;
+    }
+    counted = block_sum(counted, scratch);
+    if (threadIdx.x == 0) *static_cast<double*>(args.operand.workspace) = static_cast<double>(counted);
+}
+
+template <class S>
+__global__ void __launch_bounds__(kPerRowThreads) ce_finish(const ParamBlock<LogprobsPerRowParams> args) {
+    __shared__ double scratch[32];
+    const RowLoss<S>* row_losses = workspace_row_losses<S>(args.operand.workspace);
+    if (args.scatter_lse != 0) {
+        const S* row_lse = workspace_row_lse<S>(args.operand.workspace, args.rows);
+        S* lse = static_cast<S*>(args.operand.lse);
+        for (std::int64_t row = threadIdx.x; row < args.rows; row += blockDim.x) {
+            lse[space_offset(args.space, args.ndim, 1, row)] = row_lse[row];
+        }
+    }
+    S* loss = static_cast<S*>(args.operand.out);
+    if (args.reduction == SMX_REDUCTION_NONE) {
+        if (args.scatter_loss == 0) return;
+        for (std::int64_t row = threadIdx.x; row < args.rows; row += blockDim.x) {
+            loss[space_offset(args.space, args.ndim, 2, row)] = row_losses[row].loss;
+        }
+        return;
+    }
+    double total = 0.0;
+    double counted = 0.0;  // exact: an integer below 2^53
+#pragma unroll 4
+    for (std::int64_t row = threadIdx.x; row < args.rows; row += blockDim.x) {
+        total += static_cast<double>(row_losses[row].loss);
+        counted += static_cast<double>(row_losses[row].counted);
+    }
+    total = block_sum(total, scratch);
+    __syncthreads();  // scratch is reused
+    counted = block_sum(counted, scratch);
+    // A mean over no counted row is 0 / 0: NaN, as in PyTorch.
+    if (threadIdx.x == 0) loss[0] = static_cast<S>(args.reduction == SMX_REDUCTION_SUM ? total : total / counted);
+}
+
+}  // namespace
+
+const void* ce_count_kernel() { return reinterpret_cast<const void*>(&ce_count); }
+
+const void* ce_finish_kernel(smxDataType_t statistics_dtype) {
+    return statistics_dtype == SMX_DTYPE_F64 ? reinterpret_cast<const void*>(&ce_finish<double>)
+                                             : reinterpret_cast<const void*>(&ce_finish<float>);
+}
+
+}  // namespace smx::cuda

@@ -1,0 +1,10 @@
+// regs_f64.cu - ce-regs' instances for f64 logits (one file per logits dtype builds in parallel).
+#include "cuda/logprobs/regs.cuh"
+
+namespace smx::cuda {
+
+const void* ce_regs_kernel_f64(smxDataType_t dlogits_dtype, int values_per_thread) {
+    return ce_regs_for_logits<double>(dlogits_dtype, values_per_thread);
+}
+
+}  // namespace smx::cuda
