@@ -36,6 +36,9 @@ Sharding split_axis(std::int64_t n, int axis, int ranks, int empty_rank = -1);
 HostTensor make_gathered_statistics(smxDataType_t dtype, const std::vector<std::int64_t>& x_shape, int axis, int ranks,
                                     std::int64_t width);
 
+// Targets in [0, n) with every third row `ignore_index`, and the first rows at the shards' first and last classes.
+void fill_shard_targets(HostTensor& target, const Sharding& sharding, std::int64_t n, std::int64_t ignore_index);
+
 // Hands out workspace memory of the handle's kind; what it hands out lives until it is destroyed.
 class WorkspaceSource {
 public:
@@ -70,5 +73,45 @@ smxStatus_t run_shard_cross_entropy(smxHandle_t handle, WorkspaceSource& workspa
                                     const smxCrossEntropyOptions_t& options, const std::vector<Operand>& losses,
                                     const std::vector<Operand>& lses, const Operand& dlogits, const Operand& logits,
                                     const Operand& target, const Operand& stats, void* stream = nullptr);
+
+// ---- the checks every backend's tests run -----------------------------------------------------------------
+
+// Where the runs of one check happen: a handle, its workspace, and the memory its tensors live in.
+class ShardBackend {
+public:
+    virtual ~ShardBackend() = default;
+    virtual smxHandle_t handle() = 0;
+    virtual WorkspaceSource& workspace() = 0;
+    // The memory a run reads and writes for `t`: t's own storage (CPU), or a device copy of it made now (CUDA).
+    virtual void* place(HostTensor& t) = 0;
+    // Brings what a run wrote at place(t) back into t (a download on CUDA; nothing on the CPU).
+    virtual void fetch(HostTensor& t) = 0;
+};
+
+class HostBackend final : public ShardBackend {
+public:
+    HostBackend();
+    smxHandle_t handle() override { return handle_.handle; }
+    WorkspaceSource& workspace() override { return workspace_; }
+    void* place(HostTensor& t) override { return t.data(); }
+    void fetch(HostTensor&) override {}
+
+private:
+    Handle handle_{SMX_DEVICE_CPU, 0};
+    HostWorkspaceSource workspace_;
+};
+
+// Each check runs every rank's steps (statistics into the poisoned gathered tensor, then step 3 into poisoned
+// outputs) and compares the whole tensors with the float64 references of the whole rows, with the tolerance of
+// the output's dtype, or of the statistics' (f32 for every x but f64) where that is larger. Returns "" when all
+// is within tolerance, else what failed.
+std::string check_sharded_softmax(ShardBackend& backend, const HostTensor& x, const Sharding& sharding, bool log_mode,
+                                  smxDataType_t y_dtype);
+std::string check_sharded_logsumexp(ShardBackend& backend, const HostTensor& x, const Sharding& sharding, bool keepdim);
+// Also: every rank's loss and lse the same bits. dlogits in `dlogits_dtype` (row-major), or over the logits
+// when `in_place`.
+std::string check_sharded_cross_entropy(ShardBackend& backend, const HostTensor& logits, const HostTensor& target,
+                                        const Sharding& sharding, const smxCrossEntropyOptions_t& options,
+                                        smxDataType_t dlogits_dtype, bool in_place);
 
 }  // namespace smx_test
