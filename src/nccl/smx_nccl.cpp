@@ -83,8 +83,8 @@ struct Shard {
 };
 
 // Reads x's descriptor; checks the handle is a CUDA one and the communicator answers.
-smxStatus_t start(smxHandle_t handle, smxNcclDescriptor_t* out, ncclComm_t comm, int axis,
-                  smxTensorDescriptor_t x, Kind kind, std::unique_ptr<smxNcclDescriptor>* desc, Shard* shard) {
+smxStatus_t start(smxHandle_t handle, smxNcclDescriptor_t* out, ncclComm_t comm, int axis, smxTensorDescriptor_t x,
+                  Kind kind, std::unique_ptr<smxNcclDescriptor>* desc, Shard* shard) {
     if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "desc (the output pointer) is NULL");
     *out = nullptr;
     if (comm == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "comm is NULL");
@@ -132,24 +132,6 @@ smxStatus_t statistics_tensor(const Shard& shard, std::int64_t values, OwnedTens
     return status == SMX_STATUS_SUCCESS ? status : smx_failed(status, "the statistics' tensor");
 }
 
-// The statistics step and the workspace layout, once step 3's descriptor exists (its workspace size is `step3`).
-smxStatus_t finish(smxHandle_t handle, const Shard& shard, std::int64_t width, std::int64_t vocab_start,
-                   smxTensorDescriptor_t local, smxTensorDescriptor_t x, smxTensorDescriptor_t target,
-                   std::size_t step3, smxNcclDescriptor* desc) {
-    smxStatus_t status =
-        smxCreateShardStatisticsDescriptor(handle, &desc->statistics, shard.axis, vocab_start, local, x, target);
-    if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "the statistics step");
-    std::size_t step1 = 0;
-    status = smxGetShardStatisticsWorkspaceSize(desc->statistics, &step1);
-    if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "the statistics step");
-    const std::size_t value_bytes = shard.stats_dtype == SMX_DTYPE_F64 ? 8 : 4;
-    desc->block_count = static_cast<std::size_t>(shard.rows * width);
-    desc->gathered_offset = round_up(desc->block_count * value_bytes);
-    desc->steps_offset = desc->gathered_offset + round_up(desc->block_count * value_bytes * desc->ranks);
-    desc->steps_bytes = std::max(step1, step3);
-    return SMX_STATUS_SUCCESS;
-}
-
 template <class Body>
 smxStatus_t guarded(Body&& body) noexcept {
     try {
@@ -159,6 +141,40 @@ smxStatus_t guarded(Body&& body) noexcept {
     } catch (...) {
         return fail(SMX_STATUS_INTERNAL_ERROR, "internal error: an exception in libsmx_nccl");
     }
+}
+
+// Creates a descriptor of `kind` for the shard x (with target and vocab_start for cross-entropy):
+// make_step3(desc, gathered, &bytes) creates step 3's descriptor on the gathered statistics' tensor and reads its
+// workspace size; then the statistics step and the workspace layout.
+template <class MakeStep3>
+smxStatus_t create(smxHandle_t handle, smxNcclDescriptor_t* out, ncclComm_t comm, int axis, smxTensorDescriptor_t x,
+                   smxTensorDescriptor_t target, std::int64_t vocab_start, Kind kind, const MakeStep3& make_step3) {
+    return guarded([&] {
+        std::unique_ptr<smxNcclDescriptor> desc;
+        Shard shard;
+        smxStatus_t status = start(handle, out, comm, axis, x, kind, &desc, &shard);
+        if (status != SMX_STATUS_SUCCESS) return status;
+        const std::int64_t width =
+            kind == Kind::CrossEntropy ? SMX_SHARD_CROSS_ENTROPY_STATISTICS : SMX_SHARD_SOFTMAX_STATISTICS;
+        OwnedTensor local, gathered;
+        if ((status = statistics_tensor(shard, width, &local)) != SMX_STATUS_SUCCESS) return status;
+        if ((status = statistics_tensor(shard, width * desc->ranks, &gathered)) != SMX_STATUS_SUCCESS) return status;
+        std::size_t step3 = 0;
+        status = make_step3(desc.get(), gathered.desc, &step3);
+        if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "step 3 (normalize, logsumexp or loss)");
+        status = smxCreateShardStatisticsDescriptor(handle, &desc->statistics, shard.axis, vocab_start, local.desc, x,
+                                                    target);
+        std::size_t step1 = 0;
+        if (status == SMX_STATUS_SUCCESS) status = smxGetShardStatisticsWorkspaceSize(desc->statistics, &step1);
+        if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "the statistics step");
+        const std::size_t value_bytes = shard.stats_dtype == SMX_DTYPE_F64 ? 8 : 4;
+        desc->block_count = static_cast<std::size_t>(shard.rows * width);
+        desc->gathered_offset = round_up(desc->block_count * value_bytes);
+        desc->steps_offset = desc->gathered_offset + round_up(desc->block_count * value_bytes * desc->ranks);
+        desc->steps_bytes = std::max(step1, step3);
+        *out = desc.release();
+        return SMX_STATUS_SUCCESS;
+    });
 }
 
 smxStatus_t check_call(smxNcclDescriptor_t desc, Kind kind, void* workspace, std::size_t workspace_bytes) {
@@ -202,47 +218,27 @@ extern "C" {
 SMX_API smxStatus_t smxNcclCreateSoftmaxDescriptor(smxHandle_t handle, smxNcclDescriptor_t* desc, struct ncclComm* comm,
                                                    smxSoftmaxMode_t mode, int axis, smxTensorDescriptor_t yDesc,
                                                    smxTensorDescriptor_t xDesc) {
-    return guarded([&] {
-        std::unique_ptr<smxNcclDescriptor> made;
-        Shard shard;
-        smxStatus_t status = start(handle, desc, comm, axis, xDesc, Kind::Softmax, &made, &shard);
-        if (status != SMX_STATUS_SUCCESS) return status;
-        OwnedTensor local, gathered;
-        if ((status = statistics_tensor(shard, SMX_SHARD_SOFTMAX_STATISTICS, &local)) != SMX_STATUS_SUCCESS) return status;
-        status = statistics_tensor(shard, SMX_SHARD_SOFTMAX_STATISTICS * std::int64_t{made->ranks}, &gathered);
-        if (status != SMX_STATUS_SUCCESS) return status;
-        status = smxCreateShardSoftmaxDescriptor(handle, &made->softmax, mode, axis, yDesc, xDesc, gathered.desc);
-        std::size_t step3 = 0;
-        if (status == SMX_STATUS_SUCCESS) status = smxGetShardSoftmaxWorkspaceSize(made->softmax, &step3);
-        if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "the softmax step");
-        status = finish(handle, shard, SMX_SHARD_SOFTMAX_STATISTICS, 0, local.desc, xDesc, nullptr, step3, made.get());
-        if (status != SMX_STATUS_SUCCESS) return status;
-        *desc = made.release();
-        return SMX_STATUS_SUCCESS;
-    });
+    return create(handle, desc, comm, axis, xDesc, nullptr, 0, Kind::Softmax,
+                  [&](smxNcclDescriptor* made, smxTensorDescriptor_t gathered, std::size_t* bytes) {
+                      smxStatus_t status =
+                          smxCreateShardSoftmaxDescriptor(handle, &made->softmax, mode, axis, yDesc, xDesc, gathered);
+                      if (status == SMX_STATUS_SUCCESS) status = smxGetShardSoftmaxWorkspaceSize(made->softmax, bytes);
+                      return status;
+                  });
 }
 
 SMX_API smxStatus_t smxNcclCreateLogsumexpDescriptor(smxHandle_t handle, smxNcclDescriptor_t* desc,
                                                      struct ncclComm* comm, int axis, smxTensorDescriptor_t outDesc,
                                                      smxTensorDescriptor_t xDesc) {
-    return guarded([&] {
-        std::unique_ptr<smxNcclDescriptor> made;
-        Shard shard;
-        smxStatus_t status = start(handle, desc, comm, axis, xDesc, Kind::Logsumexp, &made, &shard);
-        if (status != SMX_STATUS_SUCCESS) return status;
-        OwnedTensor local, gathered;
-        if ((status = statistics_tensor(shard, SMX_SHARD_SOFTMAX_STATISTICS, &local)) != SMX_STATUS_SUCCESS) return status;
-        status = statistics_tensor(shard, SMX_SHARD_SOFTMAX_STATISTICS * std::int64_t{made->ranks}, &gathered);
-        if (status != SMX_STATUS_SUCCESS) return status;
-        status = smxCreateShardLogsumexpDescriptor(handle, &made->logsumexp, axis, outDesc, gathered.desc);
-        std::size_t step3 = 0;
-        if (status == SMX_STATUS_SUCCESS) status = smxGetShardLogsumexpWorkspaceSize(made->logsumexp, &step3);
-        if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "the logsumexp step");
-        status = finish(handle, shard, SMX_SHARD_SOFTMAX_STATISTICS, 0, local.desc, xDesc, nullptr, step3, made.get());
-        if (status != SMX_STATUS_SUCCESS) return status;
-        *desc = made.release();
-        return SMX_STATUS_SUCCESS;
-    });
+    return create(handle, desc, comm, axis, xDesc, nullptr, 0, Kind::Logsumexp,
+                  [&](smxNcclDescriptor* made, smxTensorDescriptor_t gathered, std::size_t* bytes) {
+                      smxStatus_t status =
+                          smxCreateShardLogsumexpDescriptor(handle, &made->logsumexp, axis, outDesc, gathered);
+                      if (status == SMX_STATUS_SUCCESS) {
+                          status = smxGetShardLogsumexpWorkspaceSize(made->logsumexp, bytes);
+                      }
+                      return status;
+                  });
 }
 
 SMX_API smxStatus_t smxNcclCreateCrossEntropyDescriptor(smxHandle_t handle, smxNcclDescriptor_t* desc,
@@ -252,25 +248,16 @@ SMX_API smxStatus_t smxNcclCreateCrossEntropyDescriptor(smxHandle_t handle, smxN
                                                         smxTensorDescriptor_t dlogitsDesc,
                                                         smxTensorDescriptor_t logitsDesc,
                                                         smxTensorDescriptor_t targetDesc) {
-    return guarded([&] {
-        std::unique_ptr<smxNcclDescriptor> made;
-        Shard shard;
-        smxStatus_t status = start(handle, desc, comm, axis, logitsDesc, Kind::CrossEntropy, &made, &shard);
-        if (status != SMX_STATUS_SUCCESS) return status;
-        const std::int64_t width = SMX_SHARD_CROSS_ENTROPY_STATISTICS;
-        OwnedTensor local, gathered;
-        if ((status = statistics_tensor(shard, width, &local)) != SMX_STATUS_SUCCESS) return status;
-        if ((status = statistics_tensor(shard, width * made->ranks, &gathered)) != SMX_STATUS_SUCCESS) return status;
-        status = smxCreateShardCrossEntropyDescriptor(handle, &made->cross_entropy, axis, options, vocabStart, lossDesc,
-                                                      lseDesc, dlogitsDesc, logitsDesc, targetDesc, gathered.desc);
-        std::size_t step3 = 0;
-        if (status == SMX_STATUS_SUCCESS) status = smxGetShardCrossEntropyWorkspaceSize(made->cross_entropy, &step3);
-        if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "the cross-entropy step");
-        status = finish(handle, shard, width, vocabStart, local.desc, logitsDesc, targetDesc, step3, made.get());
-        if (status != SMX_STATUS_SUCCESS) return status;
-        *desc = made.release();
-        return SMX_STATUS_SUCCESS;
-    });
+    return create(handle, desc, comm, axis, logitsDesc, targetDesc, vocabStart, Kind::CrossEntropy,
+                  [&](smxNcclDescriptor* made, smxTensorDescriptor_t gathered, std::size_t* bytes) {
+                      smxStatus_t status = smxCreateShardCrossEntropyDescriptor(
+                          handle, &made->cross_entropy, axis, options, vocabStart, lossDesc, lseDesc, dlogitsDesc,
+                          logitsDesc, targetDesc, gathered);
+                      if (status == SMX_STATUS_SUCCESS) {
+                          status = smxGetShardCrossEntropyWorkspaceSize(made->cross_entropy, bytes);
+                      }
+                      return status;
+                  });
 }
 
 SMX_API smxStatus_t smxNcclGetWorkspaceSize(smxNcclDescriptor_t desc, size_t* workspaceBytes) {

@@ -71,12 +71,8 @@ struct Problem {
 // y's, so some rows go element by element), rows longer than one CTA's chunk, spatial and general layouts (the
 // strided kernels), a 1-d tensor.
 const Problem kProblems[] = {
-    {{16, 129}, {}, 1, "rows"},
-    {{8, 1000}, {1003, 1}, 1, "padded rows"},
-    {{3, 30001}, {}, 1, "long rows"},
-    {{4, 33, 5}, {}, 1, "spatial"},
-    {{3, 10, 4}, {1, 12, 3}, 1, "general"},
-    {{19}, {}, 0, "1-d"},
+    {{16, 129}, {}, 1, "rows"},     {{8, 1000}, {1003, 1}, 1, "padded rows"}, {{3, 30001}, {}, 1, "long rows"},
+    {{4, 33, 5}, {}, 1, "spatial"}, {{3, 10, 4}, {1, 12, 3}, 1, "general"},   {{19}, {}, 0, "1-d"},
 };
 
 std::vector<Sharding> shardings(std::int64_t n, int axis) {
@@ -157,9 +153,10 @@ TEST_CASE("CUDA sharded logsumexp equals the reference", "[cuda][vocab_parallel]
     }
 }
 
-TEST_CASE("CUDA sharded cross-entropy equals the reference for every reduction, smoothing and dtype; every rank's "
-          "loss the same bits; in place",
-          "[cuda][vocab_parallel]") {
+TEST_CASE(
+    "CUDA sharded cross-entropy equals the reference for every reduction, smoothing and dtype; every rank's "
+    "loss the same bits; in place",
+    "[cuda][vocab_parallel]") {
     DeviceBackend backend;
     const smxLossReduction_t reductions[] = {SMX_REDUCTION_NONE, SMX_REDUCTION_SUM, SMX_REDUCTION_MEAN};
     for (smxDataType_t dtype : kFloatTypes) {
@@ -170,13 +167,12 @@ TEST_CASE("CUDA sharded cross-entropy equals the reference for every reduction, 
                     for (double eps : {0.0, 0.1}) {
                         const bool in_place = reduction == SMX_REDUCTION_SUM;
                         const smxDataType_t dlogits_dtype = in_place ? dtype : kFloatTypes[(dtype + reduction) % 4];
-                        INFO(dtype_name(dtype) << " " << problem.what << " " << sharding.ranks() << " ranks, reduction "
-                                               << reduction << " eps " << eps << " dlogits "
-                                               << (in_place ? "in place" : dtype_name(dlogits_dtype)));
+                        INFO(dtype_name(dtype)
+                             << " " << problem.what << " " << sharding.ranks() << " ranks, reduction " << reduction
+                             << " eps " << eps << " dlogits " << (in_place ? "in place" : dtype_name(dlogits_dtype)));
                         // Per-row losses with special rows (NaN would swallow a sum); f64's 1e308 rows overflow the
                         // reference's smoothing sum (tests/cpu/test_vocab_parallel.cpp).
-                        const bool special =
-                            reduction == SMX_REDUCTION_NONE && !(dtype == SMX_DTYPE_F64 && eps > 0.0);
+                        const bool special = reduction == SMX_REDUCTION_NONE && !(dtype == SMX_DTYPE_F64 && eps > 0.0);
                         HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, problem.shape, problem.axis);
                         fill_shard_targets(target, sharding, n, eps > 0.0 ? 1 : -100);
                         CHECK(check_sharded_cross_entropy(backend, random_x(dtype, problem, special), target, sharding,
@@ -197,7 +193,8 @@ TEST_CASE("CUDA sharded operators over more rows than one grid holds", "[cuda][v
     HostTensor target = make_per_row_tensor(SMX_DTYPE_I32, problem.shape, 1);
     fill_shard_targets(target, sharding, 6, -100);
     CHECK(check_sharded_cross_entropy(backend, random_x(SMX_DTYPE_BF16, problem, false), target, sharding,
-                                      cross_entropy_options(SMX_REDUCTION_MEAN, -100, 0.1), SMX_DTYPE_BF16, false) == "");
+                                      cross_entropy_options(SMX_REDUCTION_MEAN, -100, 0.1), SMX_DTYPE_BF16,
+                                      false) == "");
 }
 
 #endif  // SMX_TEST_WITH_CUDA

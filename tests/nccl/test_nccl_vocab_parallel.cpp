@@ -32,14 +32,14 @@ constexpr std::int64_t kRows = 48;
 constexpr std::int64_t kClasses = 1003;  // split unevenly: the last rank holds fewer
 int g_failures = 0;
 
-#define CHECK(condition, ...)                                                              \
-    do {                                                                                   \
-        if (!(condition)) {                                                                \
+#define CHECK(condition, ...)                                                                                   \
+    do {                                                                                                        \
+        if (!(condition)) {                                                                                     \
             std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, #condition); \
-            std::fprintf(stderr, __VA_ARGS__);                                             \
-            std::fprintf(stderr, "\n");                                                    \
-            ++g_failures;                                                                  \
-        }                                                                                  \
+            std::fprintf(stderr, __VA_ARGS__);                                                                  \
+            std::fprintf(stderr, "\n");                                                                         \
+            ++g_failures;                                                                                       \
+        }                                                                                                       \
     } while (0)
 
 int g_rank = -1;
@@ -49,14 +49,18 @@ void require(bool ok, const char* what, const char* detail) {
     std::fprintf(stderr, "rank %d: %s failed: %s\n", g_rank, what, detail);
     std::_Exit(1);
 }
-void require_cuda(cudaError_t error, const char* what) { require(error == cudaSuccess, what, cudaGetErrorString(error)); }
+void require_cuda(cudaError_t error, const char* what) {
+    require(error == cudaSuccess, what, cudaGetErrorString(error));
+}
 void require_smx(smxStatus_t status, const char* what) {
     require(status == SMX_STATUS_SUCCESS, what, smxGetLastErrorMessage());
 }
 void require_smx_nccl(smxStatus_t status, const char* what) {
     require(status == SMX_STATUS_SUCCESS, what, smxNcclGetLastErrorMessage());
 }
-void require_nccl(ncclResult_t result, const char* what) { require(result == ncclSuccess, what, ncclGetErrorString(result)); }
+void require_nccl(ncclResult_t result, const char* what) {
+    require(result == ncclSuccess, what, ncclGetErrorString(result));
+}
 
 // Writes or reads exactly `bytes` through a pipe end.
 void write_all(int fd, const void* data, std::size_t bytes) {
@@ -93,7 +97,7 @@ std::vector<float> whole_logits() {
     }
     const float inf = std::numeric_limits<float>::infinity();
     x[1 * kClasses + kClasses - 1] = std::numeric_limits<float>::quiet_NaN();  // the last rank's slice
-    x[3 * kClasses + 0] = inf;                                                  // the first rank's
+    x[3 * kClasses + 0] = inf;                                                 // the first rank's
     for (std::int64_t j = 0; j < kClasses; ++j) x[5 * kClasses + j] = -inf;
     for (std::int64_t j = 0; j < kClasses; j += 3) x[7 * kClasses + j] = -inf;
     return x;
@@ -231,7 +235,8 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
             cudaGraph_t graph = nullptr;
             cudaGraphExec_t instance = nullptr;
             require_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
-            require_smx_nccl(smxNcclSoftmax(desc, workspace, bytes, y, shard_device, stream), "captured smxNcclSoftmax");
+            require_smx_nccl(smxNcclSoftmax(desc, workspace, bytes, y, shard_device, stream),
+                             "captured smxNcclSoftmax");
             require_cuda(cudaStreamEndCapture(stream, &graph), "end capture");
             require_cuda(cudaGraphInstantiate(&instance, graph, 0), "instantiate");
             require_cuda(cudaGraphLaunch(instance, stream), "graph launch");
@@ -240,7 +245,8 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
             cudaGraphDestroy(graph);
         }
         require_cuda(cudaStreamSynchronize(stream), "sync");
-        compare_shard(download<float>(y, shard.size()), expected_softmax[log_mode], log_mode ? "log_softmax" : "softmax");
+        compare_shard(download<float>(y, shard.size()), expected_softmax[log_mode],
+                      log_mode ? "log_softmax" : "softmax");
         cudaFree(y);
         cudaFree(workspace);
         smxNcclDestroyDescriptor(desc);
@@ -259,8 +265,8 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         require_cuda(cudaStreamSynchronize(stream), "sync");
         const std::vector<float> lse = download<float>(out, kRows);
         for (std::int64_t r = 0; r < kRows; ++r) {
-            CHECK(close(lse[r], want_lse[r], 1e-5), "logsumexp row %lld: got %.9g, expected %.9g", (long long)r,
-                  lse[r], want_lse[r]);
+            CHECK(close(lse[r], want_lse[r], 1e-5), "logsumexp row %lld: got %.9g, expected %.9g", (long long)r, lse[r],
+                  want_lse[r]);
         }
         bits.insert(bits.end(), reinterpret_cast<const unsigned char*>(lse.data()),
                     reinterpret_cast<const unsigned char*>(lse.data() + kRows));
@@ -291,10 +297,10 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         std::size_t bytes = 0;
         require_smx_nccl(smxNcclGetWorkspaceSize(desc, &bytes), "smxNcclGetWorkspaceSize");
         void* workspace = device_alloc(bytes);
-        require_smx_nccl(smxNcclCrossEntropy(desc, workspace, bytes, loss, nullptr, dlogits,
-                                             static_cast<const float*>(shard_device) + first * length, part_target,
-                                             stream),
-                         "smxNcclCrossEntropy");
+        require_smx_nccl(
+            smxNcclCrossEntropy(desc, workspace, bytes, loss, nullptr, dlogits,
+                                static_cast<const float*>(shard_device) + first * length, part_target, stream),
+            "smxNcclCrossEntropy");
         smxCrossEntropyDescriptor_t single = nullptr;
         require_smx(smxCreateCrossEntropyDescriptor(handle, &single, -1, &options, loss_desc.desc, nullptr,
                                                     whole_part.desc, whole_part.desc, part_targets.desc),
@@ -307,7 +313,8 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
                     "smxCrossEntropy");
         require_cuda(cudaStreamSynchronize(stream), "sync");
 
-        const std::vector<float> got_loss = download<float>(loss, losses), want_loss = download<float>(single_loss, losses);
+        const std::vector<float> got_loss = download<float>(loss, losses),
+                                 want_loss = download<float>(single_loss, losses);
         for (std::int64_t k = 0; k < losses; ++k) {
             CHECK(close(got_loss[k], want_loss[k], 1e-5), "loss %lld (reduction %d): got %.9g, expected %.9g",
                   (long long)k, reduction, got_loss[k], want_loss[k]);
@@ -324,7 +331,9 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         }
         bits.insert(bits.end(), reinterpret_cast<const unsigned char*>(got_loss.data()),
                     reinterpret_cast<const unsigned char*>(got_loss.data() + losses));
-        for (void* pointer : {loss, dlogits, single_loss, single_dlogits, workspace, single_workspace}) cudaFree(pointer);
+        for (void* pointer : {loss, dlogits, single_loss, single_dlogits, workspace, single_workspace}) {
+            cudaFree(pointer);
+        }
         smxDestroyCrossEntropyDescriptor(single);
         smxNcclDestroyDescriptor(desc);
     }

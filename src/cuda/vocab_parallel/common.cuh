@@ -15,7 +15,9 @@ namespace smx::cuda {
 __device__ __forceinline__ std::int64_t row_start(const RowSpace& space, const OperandStrides& strides,
                                                   std::int64_t row) {
     if (space.layout == static_cast<int>(RowLayout::Rows)) return row * strides.row;
-    if (space.layout == static_cast<int>(RowLayout::Spatial)) return row / space.inner * strides.row + row % space.inner;
+    if (space.layout == static_cast<int>(RowLayout::Spatial)) {
+        return row / space.inner * strides.row + row % space.inner;
+    }
     std::int64_t offset = 0;
     for (int d = space.index_ndim - 1; d >= 0; --d) {
         offset += row % space.index_shape[d] * strides.index[d];

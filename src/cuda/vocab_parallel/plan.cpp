@@ -78,7 +78,8 @@ smxStatus_t normalize_step(const RowGeometry& g, smxDataType_t x_dtype, smxDataT
                            cuda::NormalizeParams params, Step<cuda::NormalizeParams>* step) {
     const void* kernel = cuda::normalize_kernel(x_dtype, y_dtype, vector);
     SMX_RETURN_IF_ERROR(require(kernel, "vocab-parallel normalize", x_dtype, y_dtype));
-    const std::int64_t pack = vector ? 16 / static_cast<std::int64_t>(std::max(dtype_size(x_dtype), dtype_size(y_dtype))) : 1;
+    const std::int64_t pack =
+        vector ? 16 / static_cast<std::int64_t>(std::max(dtype_size(x_dtype), dtype_size(y_dtype))) : 1;
     params.chunk = cuda::kVocabParallelThreads * pack * kPacksPerThread;
     params.vector = vector ? 1 : 0;
     const std::int64_t chunks = cuda::ceil_div(std::max<std::int64_t>(g.row_len, 1), params.chunk);
@@ -339,8 +340,9 @@ smxStatus_t make_cuda_shard_statistics_plan(const ShardStatisticsInfo& info, int
     SMX_RETURN_IF_ERROR(rows_grid(kernel, cuda::kVocabParallelThreads, info.rows, limits, &grid));
     step.launch = Launch{kernel, dim3(grid), dim3(cuda::kVocabParallelThreads), 0, 0};
     *plan = std::make_unique<CudaShardStatisticsPlan>(
-        device_id, step, fmt::format("cuda vocab-parallel statistics vector={} threads={} grid={}", vector ? 1 : 0,
-                                     cuda::kVocabParallelThreads, grid));
+        device_id, step,
+        fmt::format("cuda vocab-parallel statistics vector={} threads={} grid={}", vector ? 1 : 0,
+                    cuda::kVocabParallelThreads, grid));
     return SMX_STATUS_SUCCESS;
 }
 
@@ -355,7 +357,8 @@ smxStatus_t make_cuda_shard_softmax_plan(const ShardSoftmaxInfo& info, int devic
     params.stats_strides = strides_of(info, info.stats);
     params.row_len = info.row_len;
     params.ranks = info.ranks;
-    params.output = static_cast<int>(info.is_log() ? cuda::NormalizeOutput::LogSoftmax : cuda::NormalizeOutput::Softmax);
+    params.output =
+        static_cast<int>(info.is_log() ? cuda::NormalizeOutput::LogSoftmax : cuda::NormalizeOutput::Softmax);
     params.width = cuda::kSoftmaxStatisticsWidth;
     Step<cuda::NormalizeParams> step;
     SMX_RETURN_IF_ERROR(

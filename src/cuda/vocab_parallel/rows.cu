@@ -33,7 +33,9 @@ __global__ void __launch_bounds__(kRowThreads) shard_rows(const RowParams p) {
             const S eps = S(p.label_smoothing);
             if (valid && eps > 0) {
                 S mean = 0;  // the ranks' means weighted by their share of the classes (weights <= 1: no overflow)
-                for (std::int64_t w = 0; w < gathered.ranks; ++w) mean += gathered.at(w, 4) / classes * gathered.at(w, 3);
+                for (std::int64_t w = 0; w < gathered.ranks; ++w) {
+                    mean += gathered.at(w, 4) / classes * gathered.at(w, 3);
+                }
                 loss = (S(1) - eps) * loss + eps * ((c.max - mean) + log_sum);
             }
         }
