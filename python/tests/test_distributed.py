@@ -59,6 +59,17 @@ def _same_bits_on_every_rank(tensor, group, what):
         assert torch.equal(other.view(as_int), gathered[0].view(as_int)), f"{what}: rank {rank} differs from rank 0"
 
 
+def _check_statistic(got, expected, x, full, dim, start, length, group, generator, what):
+    """A whole-row result (logsumexp, a loss): equal to single-process smx's, the same bits on every rank, and x's
+    gradient through it (for a random grad_output) that of the whole logits through smx's, on this rank's slice."""
+    _assert_close(got, expected, what)
+    _same_bits_on_every_rank(got, group, what)
+    grad = torch.rand(got.shape, generator=generator, dtype=torch.float64).to(got.dtype).to(got.device)
+    (got * grad).sum().backward()
+    (expected * grad).sum().backward()
+    _assert_close(x.grad, full.grad.narrow(dim, start, length), f"{what} gradient")
+
+
 def _shard(full, dim, start, length):
     return full.narrow(dim, start, length).detach().clone().requires_grad_(full.requires_grad)
 
@@ -87,14 +98,9 @@ def _check_softmax_family(group, device, smx):
                     _assert_close(x.grad, full.grad.narrow(dim, start, length), f"{case} {name} gradient")
                     full.grad = None
                 x = _shard(full, dim, start, length)
-                lse = sd.logsumexp(x, dim, group)
                 expected = smx.logsumexp(full, dim)
-                _assert_close(lse, expected, f"{case} logsumexp")
-                _same_bits_on_every_rank(lse, group, f"{case} logsumexp")
-                g = torch.randn(lse.shape, generator=generator, dtype=torch.float64).to(lse.dtype).to(device)
-                (lse * g).sum().backward()
-                (expected * g).sum().backward()
-                _assert_close(x.grad, full.grad.narrow(dim, start, length), f"{case} logsumexp gradient")
+                _check_statistic(sd.logsumexp(x, dim, group), expected, x, full, dim, start, length, group, generator,
+                                 f"{case} logsumexp")
                 keep = sd.logsumexp(_shard(full, dim, start, length), dim, group, keepdim=True)
                 _assert_close(keep, expected.unsqueeze(dim), f"{case} logsumexp keepdim")
 
@@ -133,12 +139,7 @@ def _check_cross_entropy(group, device, smx):
                                                 label_smoothing=eps, reduction=reduction, dim=dim)
                         expected = smx.cross_entropy(full, target, dim=dim, ignore_index=ignore_index,
                                                      label_smoothing=eps, reduction=reduction)
-                        _assert_close(loss, expected, f"{case} loss")
-                        _same_bits_on_every_rank(loss, group, f"{case} loss")
-                        g = torch.rand(loss.shape, generator=generator, dtype=torch.float64).to(loss.dtype).to(device)
-                        (loss * g).sum().backward()
-                        (expected * g).sum().backward()
-                        _assert_close(x.grad, full.grad.narrow(dim, start, length), f"{case} gradient")
+                        _check_statistic(loss, expected, x, full, dim, start, length, group, generator, f"{case} loss")
     # Every row ignored: a mean of no rows is NaN, a sum 0, and no gradient flows (zeros, as torch's).
     full = _logits((5, 16), -1, torch.float32, generator, special=False).to(device).requires_grad_()
     start, length = _slices(16, world)[rank]
