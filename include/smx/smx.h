@@ -627,7 +627,8 @@ typedef struct smxShardCrossEntropyDescriptor* smxShardCrossEntropyDescriptor_t;
  *  (M, S) combined as for smxShardSoftmax, lse = M + log S, V the ranks' class counts added, x_t the target's
  *  logit (the ranks' third values added) and mean the row's mean logit (the ranks' means weighted by their
  *  counts), per row of target t:
- *    loss = (1 - eps) * (lse - x_t) + eps * (lse - mean)
+ *    loss = (1 - eps) * (lse - x_t) + eps / V * ((lse - mean) * V)    (in double: +inf where the sum over the
+ *                                                                       classes of lse - x overflows)
  *    dlogits[c] = scale * (exp(x[c] - M) / S - (1 - eps) * [vocabStart + c == t] - eps / V)
  *  which are smxCrossEntropy's formulas with C = V; ignored rows, targets outside [0, V), special values, the
  *  reductions and the MEAN count (from the targets: the same on every rank) as there.

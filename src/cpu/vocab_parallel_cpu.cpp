@@ -207,7 +207,12 @@ private:
         double row_loss = 0.0;
         if (!ignored) {
             row_loss = valid ? (c.max - gathered.total(2)) + log_sum : kNaN;
-            if (valid && eps > 0.0) row_loss = (1.0 - eps) * row_loss + eps * ((c.max - gathered.mean(classes)) + log_sum);
+            if (valid && eps > 0.0) {
+                // eps / V times the sum over the classes of lse - x, that sum formed as (lse - mean) * V: +inf
+                // where smxCrossEntropy's own sum overflows (huge f64 logits), not the finite eps * (lse - mean).
+                const double smooth = ((c.max - gathered.mean(classes)) + log_sum) * classes;
+                row_loss = (1.0 - eps) * row_loss + eps / classes * smooth;
+            }
         }
         if (info_.has_dlogits) {
             const std::int64_t n = info_.row_len;

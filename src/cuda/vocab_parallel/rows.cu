@@ -24,25 +24,29 @@ __global__ void __launch_bounds__(kRowThreads) shard_rows(const RowParams p) {
         if (p.lse != nullptr) static_cast<S*>(p.lse)[row_start(p.space, p.lse_strides, row)] = c.logsumexp();
         const std::int64_t t = load_class(p.target, p.target_is_i64 != 0, row_start(p.space, p.target_strides, row));
         const S classes = gathered.total(4);
-        S loss = 0;  // an ignored row's
+        // The loss in double, as the reference forms it: the smoothing sum below overflows where its own does.
+        double loss = 0;  // an ignored row's
         if (t != p.ignore_index) {
             // A target outside the vocabulary, or a row whose log-softmax is NaN: NaN.
             const bool valid = t >= 0 && static_cast<S>(t) < classes && c.finite();
-            const S log_sum = log_of(c.sum);
-            loss = valid ? (c.max - gathered.total(2)) + log_sum : S(0) / S(0);
-            const S eps = S(p.label_smoothing);
+            const double max = c.max, log_sum = log_of(c.sum), count = classes;
+            loss = valid ? (max - static_cast<double>(gathered.total(2))) + log_sum : 0.0 / 0.0;
+            const double eps = p.label_smoothing;
             if (valid && eps > 0) {
-                S mean = 0;  // the ranks' means weighted by their share of the classes (weights <= 1: no overflow)
+                double mean = 0;  // the ranks' means weighted by their share of the classes (weights <= 1)
                 for (std::int64_t w = 0; w < gathered.ranks; ++w) {
-                    mean += gathered.at(w, 4) / classes * gathered.at(w, 3);
+                    mean += static_cast<double>(gathered.at(w, 4)) / count * static_cast<double>(gathered.at(w, 3));
                 }
-                loss = (S(1) - eps) * loss + eps * ((c.max - mean) + log_sum);
+                // eps / V times the sum over the classes of lse - x, that sum formed as (lse - mean) * V: +inf
+                // where smxCrossEntropy's sum overflows (huge f64 logits), not the finite eps * (lse - mean).
+                const double smooth = ((max - mean) + log_sum) * count;
+                loss = (1.0 - eps) * loss + eps / count * smooth;
             }
         }
         if (p.out != nullptr) {
-            static_cast<S*>(p.out)[row_start(p.space, p.out_strides, row)] = loss;
+            static_cast<S*>(p.out)[row_start(p.space, p.out_strides, row)] = static_cast<S>(loss);
         } else {
-            p.row_losses[row] = static_cast<double>(loss);
+            p.row_losses[row] = loss;
         }
     }
 }
