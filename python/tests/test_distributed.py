@@ -1,8 +1,9 @@
-"""smx.distributed over real process groups: gloo processes on the CPU (CUDA: NCCL, one process per GPU, skipped
-without 2 GPUs), each rank holding a slice of the rows along `dim` (uneven slices, a rank without classes), against
-single-process smx on the whole (gathered) tensors: softmax, log-softmax, logsumexp and cross-entropy, their gradients,
-special rows (NaN, +inf, all -inf, some -inf, huge values), targets at the slices' edges, ignore_index everywhere;
-and the statistics (logsumexp, the loss) the same bits on every rank.
+"""smx.distributed over real process groups: gloo processes on the CPU (CUDA: NCCL, one process per GPU, 2 and 4 of
+them, each skipped without that many GPUs), each rank holding a slice of the rows along `dim` (uneven slices, a rank
+without classes), against single-process smx on the whole (gathered) tensors: softmax, log-softmax, logsumexp and
+cross-entropy, their gradients, special rows (NaN, +inf, all -inf, some -inf, huge values, -inf but for the last
+element, so the first ranks' slices are all -inf while the last one's is not), targets at the slices' edges,
+ignore_index everywhere; and the statistics (logsumexp, the loss) the same bits on every rank.
 
 A process start costs seconds (importing torch), so one test starts 4 processes once and runs every case in them
 twice: in a group of ranks 0 and 1 (the `group` argument), then in all 4."""
@@ -31,14 +32,16 @@ def _slices(n, world, empty_rank=None):
 
 def _logits(shape, dim, dtype, generator, special):
     """Normal logits with spread 3; with `special`, rows (along dim) 1, 3, 5, ... hold NaN, +inf, all -inf, some
-    -inf and values near float32's largest, spread over the whole row so they fall in different ranks' slices."""
+    -inf, values near float32's largest, and -inf but for the last element, spread over the whole row so they fall
+    in different ranks' slices."""
     x = torch.randn(shape, generator=generator, dtype=torch.float64) * 3
     if special:
         rows = x.movedim(dim, -1).reshape(-1, shape[dim])
         n = rows.shape[1]
         kinds = [lambda r: r.__setitem__(n - 1, float("nan")), lambda r: r.__setitem__(0, float("inf")),
                  lambda r: r.fill_(float("-inf")), lambda r: r[::3].fill_(float("-inf")),
-                 lambda r: r.copy_(torch.linspace(-3e38, 3e38, n, dtype=torch.float64))]
+                 lambda r: r.copy_(torch.linspace(-3e38, 3e38, n, dtype=torch.float64)),
+                 lambda r: (r.fill_(float("-inf")), r.__setitem__(n - 1, 1.5))]
         for k, row in enumerate(range(1, rows.shape[0], 2)):
             kinds[k % len(kinds)](rows[row])
         x = rows.reshape(x.movedim(dim, -1).shape).movedim(-1, dim)
@@ -78,7 +81,7 @@ def _check_softmax_family(group, device, smx):
     import smx.distributed as sd
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     generator = torch.Generator().manual_seed(1234)  # the same whole tensors on every rank
-    for shape, dim in (((10, 37), -1), ((3, 21, 4), 1)):
+    for shape, dim in (((12, 37), -1), ((3, 21, 4), 1)):  # 6 odd rows: every special kind in each
         n = shape[dim]
         for dtype in (torch.float32, torch.bfloat16, torch.float64):
             for empty_rank in (None, world - 1):
@@ -161,8 +164,8 @@ def _worker(rank, world, init_file, device_type):
                             rank=rank, world_size=world)
     try:
         device = torch.device(device_type, rank) if device_type == "cuda" else torch.device("cpu")
-        pair = dist.new_group([0, 1])  # every rank creates it; ranks 0 and 1 run in it
-        for group in (pair, dist.group.WORLD):
+        pair = dist.new_group([0, 1])  # every rank creates it; ranks 0 and 1 run in it where it is not the world
+        for group in (pair, dist.group.WORLD) if world > 2 else (dist.group.WORLD,):
             if group is dist.group.WORLD or rank < 2:
                 _check_softmax_family(group, device, smx)
                 _check_cross_entropy(group, device, smx)
@@ -179,7 +182,11 @@ def test_distributed_operators_on_gloo_equal_single_process_smx_in_groups_of_2_a
     _run(4, "cpu")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
-                    reason="NCCL across GPUs needs at least 2 CUDA devices")
-def test_distributed_operators_on_nccl_equal_single_process_smx():
-    _run(min(torch.cuda.device_count(), 4), "cuda")
+@pytest.mark.cuda
+@pytest.mark.parametrize("world", [2, 4])
+def test_distributed_operators_on_nccl_equal_single_process_smx(world):
+    if not torch.cuda.is_available() or torch.cuda.device_count() < world:
+        pytest.skip(f"NCCL over {world} processes needs {world} CUDA devices")
+    if not dist.is_nccl_available():
+        pytest.skip("this torch has no NCCL backend")
+    _run(world, "cuda")
