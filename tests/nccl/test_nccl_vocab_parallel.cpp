@@ -83,7 +83,8 @@ void read_all(int fd, void* data, std::size_t bytes) {
 }
 
 // The whole logits, the same on every rank: N(0, 3)-like values from a fixed-seed generator, with special rows
-// whose NaN, +inf and all -inf fall in different ranks' slices.
+// whose NaN, +inf and all -inf fall in different ranks' slices, and one of -inf but for its last element (every
+// rank's slice all -inf but the last rank's).
 std::vector<float> whole_logits() {
     std::vector<float> x(kRows * kClasses);
     std::uint64_t state = 0x9e3779b97f4a7c15ull;
@@ -100,6 +101,7 @@ std::vector<float> whole_logits() {
     x[3 * kClasses + 0] = inf;                                                 // the first rank's
     for (std::int64_t j = 0; j < kClasses; ++j) x[5 * kClasses + j] = -inf;
     for (std::int64_t j = 0; j < kClasses; j += 3) x[7 * kClasses + j] = -inf;
+    for (std::int64_t j = 0; j + 1 < kClasses; ++j) x[6 * kClasses + j] = -inf;  // before row 8: the mean's rows
     return x;
 }
 
@@ -136,6 +138,14 @@ void* device_copy(const void* host, std::size_t bytes) {
 void* device_alloc(std::size_t bytes) {
     void* device = nullptr;
     require_cuda(cudaMalloc(&device, bytes > 0 ? bytes : 1), "cudaMalloc");
+    return device;
+}
+
+// An output buffer poisoned with 0x7F bytes: f32 3.4e38, finite, so an element left unwritten fails every
+// comparison, NaN and infinite expectations included.
+void* output_alloc(std::size_t bytes) {
+    void* device = device_alloc(bytes);
+    require_cuda(cudaMemset(device, 0x7F, bytes), "poison");
     return device;
 }
 
@@ -184,7 +194,7 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         std::size_t bytes = 0;
         require_smx(smxGetSoftmaxWorkspaceSize(desc, &bytes), "workspace");
         void* workspace = device_alloc(bytes);
-        void* y = device_alloc(whole.size() * sizeof(float));
+        void* y = output_alloc(whole.size() * sizeof(float));
         require_smx(smxSoftmaxForward(desc, workspace, bytes, y, whole_device, stream), "smxSoftmaxForward");
         require_cuda(cudaStreamSynchronize(stream), "sync");
         expected_softmax[log_mode] = download<float>(y, whole.size());
@@ -200,7 +210,7 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         std::size_t bytes = 0;
         require_smx(smxGetLogsumexpWorkspaceSize(desc, &bytes), "workspace");
         void* workspace = device_alloc(bytes);
-        void* out = device_alloc(kRows * sizeof(float));
+        void* out = output_alloc(kRows * sizeof(float));
         require_smx(smxLogsumexp(desc, workspace, bytes, out, whole_device, stream), "smxLogsumexp");
         require_cuda(cudaStreamSynchronize(stream), "sync");
         want_lse = download<float>(out, kRows);
@@ -227,8 +237,7 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         std::size_t bytes = 0;
         require_smx_nccl(smxNcclGetWorkspaceSize(desc, &bytes), "smxNcclGetWorkspaceSize");
         void* workspace = device_alloc(bytes);
-        void* y = device_alloc(shard.size() * sizeof(float));
-        require_cuda(cudaMemset(y, 0xFF, shard.size() * sizeof(float)), "poison");
+        void* y = output_alloc(shard.size() * sizeof(float));
         if (log_mode == 0) {
             require_smx_nccl(smxNcclSoftmax(desc, workspace, bytes, y, shard_device, stream), "smxNcclSoftmax");
         } else {  // captured in a CUDA graph, then replayed
@@ -260,7 +269,7 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         std::size_t bytes = 0;
         require_smx_nccl(smxNcclGetWorkspaceSize(desc, &bytes), "smxNcclGetWorkspaceSize");
         void* workspace = device_alloc(bytes);
-        void* out = device_alloc(kRows * sizeof(float));
+        void* out = output_alloc(kRows * sizeof(float));
         require_smx_nccl(smxNcclLogsumexp(desc, workspace, bytes, out, shard_device, stream), "smxNcclLogsumexp");
         require_cuda(cudaStreamSynchronize(stream), "sync");
         const std::vector<float> lse = download<float>(out, kRows);
@@ -285,10 +294,10 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         const Tensor part(SMX_DTYPE_F32, {rows, length}), whole_part(SMX_DTYPE_F32, {rows, kClasses});
         const Tensor part_targets(SMX_DTYPE_I64, {rows}), loss_desc(SMX_DTYPE_F32, {losses});
         const void* part_target = static_cast<const std::int64_t*>(target_device) + first;
-        void* loss = device_alloc(losses * sizeof(float));
-        void* dlogits = device_alloc(rows * length * sizeof(float));
-        void* single_loss = device_alloc(losses * sizeof(float));
-        void* single_dlogits = device_alloc(rows * kClasses * sizeof(float));
+        void* loss = output_alloc(losses * sizeof(float));
+        void* dlogits = output_alloc(rows * length * sizeof(float));
+        void* single_loss = output_alloc(losses * sizeof(float));
+        void* single_dlogits = output_alloc(rows * kClasses * sizeof(float));
 
         smxNcclDescriptor_t desc = nullptr;
         require_smx_nccl(smxNcclCreateCrossEntropyDescriptor(handle, &desc, comm, -1, &options, start, loss_desc.desc,
