@@ -5,6 +5,11 @@
 // its results with single-GPU smx on the whole logits (smxSoftmaxForward, smxLogsumexp, smxCrossEntropy) on
 // its own GPU. Then the parent checks that every rank's logsumexp and loss are the same bits.
 // Exit 0: passed; 1: failed; 77: skipped (fewer GPUs than ranks, or no CUDA device).
+//
+// `smx_nccl_test RANKS --time ROWSxVOCAB[,ROWSxVOCAB...]` times the library instead (bf16 logits split evenly):
+// each rank prints the median milliseconds of smxNccl{Softmax (both modes),Logsumexp,CrossEntropy} on its shard,
+// by CUDA events after a warm-up, every call started with the ranks lined up and its input rotated over copies
+// that together exceed twice the L2 cache. bench/vocab_parallel.py times the same path from Python.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <sys/wait.h>
@@ -355,6 +360,164 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
     return bits;
 }
 
+// ---- timing (--time) ---------------------------------------------------------------------------------------
+
+constexpr int kTimingWarmup = 5;
+constexpr int kTimingRepeats = 20;
+
+struct Shape {
+    std::int64_t rows;
+    std::int64_t vocab;
+};
+
+// "8192x128256,16384x151936" -> shapes; false where the text is not such a list.
+bool parse_shapes(const char* text, std::vector<Shape>* shapes) {
+    while (*text != '\0') {
+        char* end = nullptr;
+        const long long rows = std::strtoll(text, &end, 10);
+        if (end == text || *end != 'x') return false;
+        const char* vocab_text = end + 1;
+        const long long vocab = std::strtoll(vocab_text, &end, 10);
+        if (end == vocab_text || rows <= 0 || vocab <= 0 || (*end != ',' && *end != '\0')) return false;
+        shapes->push_back({rows, vocab});
+        text = *end == ',' ? end + 1 : end;
+    }
+    return !shapes->empty();
+}
+
+// bf16 bits of a float, rounded to nearest even (the values here are finite).
+std::uint16_t to_bf16(float value) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Device memory of `elements` bf16 logits: a block of random values (spread 3) repeated. Timing does not depend
+// on the values, so one block generated on the host fills a buffer of any size.
+void* random_bf16(std::size_t elements) {
+    constexpr std::size_t kBlock = std::size_t{1} << 20;
+    std::vector<std::uint16_t> block(std::min(elements, kBlock));
+    std::uint64_t state = 0x2545f4914f6cdd1dull;
+    for (std::uint16_t& v : block) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        v = to_bf16(static_cast<float>((static_cast<double>(state >> 11) / 9007199254740992.0 - 0.5) * 10.4));
+    }
+    auto* device = static_cast<unsigned char*>(device_alloc(elements * sizeof(std::uint16_t)));
+    for (std::size_t done = 0; done < elements; done += block.size()) {
+        const std::size_t count = std::min(block.size(), elements - done);
+        require_cuda(cudaMemcpy(device + done * sizeof(std::uint16_t), block.data(), count * sizeof(std::uint16_t),
+                                cudaMemcpyHostToDevice),
+                     "cudaMemcpy");
+    }
+    return device;
+}
+
+// Median milliseconds of call(copy) over kTimingRepeats calls after kTimingWarmup, `copy` cycling over the
+// rotated inputs; before each call the ranks line up (an all-reduce of one float, then the host waits for it).
+template <class Call>
+double median_ms(ncclComm_t comm, cudaStream_t stream, float* line_up, int copies, const Call& call) {
+    cudaEvent_t start = nullptr, end = nullptr;
+    require_cuda(cudaEventCreate(&start), "cudaEventCreate");
+    require_cuda(cudaEventCreate(&end), "cudaEventCreate");
+    std::vector<float> times;
+    for (int k = 0; k < kTimingWarmup + kTimingRepeats; ++k) {
+        require_nccl(ncclAllReduce(line_up, line_up, 1, ncclFloat32, ncclSum, comm, stream), "ncclAllReduce");
+        require_cuda(cudaStreamSynchronize(stream), "sync");
+        require_cuda(cudaEventRecord(start, stream), "cudaEventRecord");
+        call(k % copies);
+        require_cuda(cudaEventRecord(end, stream), "cudaEventRecord");
+        require_cuda(cudaEventSynchronize(end), "cudaEventSynchronize");
+        float ms = 0;
+        require_cuda(cudaEventElapsedTime(&ms, start, end), "cudaEventElapsedTime");
+        if (k >= kTimingWarmup) times.push_back(ms);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+    std::sort(times.begin(), times.end());
+    const std::size_t half = times.size() / 2;
+    return times.size() % 2 == 1 ? times[half] : 0.5 * (times[half - 1] + times[half]);
+}
+
+void time_rank(int rank, int ranks, const ncclUniqueId& id, const std::vector<Shape>& shapes) {
+    require_cuda(cudaSetDevice(rank), "cudaSetDevice");
+    ncclComm_t comm = nullptr;
+    require_nccl(ncclCommInitRank(&comm, ranks, id, rank), "ncclCommInitRank");
+    smxHandle_t handle = nullptr;
+    require_smx(smxCreate(&handle, SMX_DEVICE_CUDA, rank), "smxCreate");
+    cudaStream_t stream = nullptr;
+    require_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    int l2_bytes = 0;
+    require_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, rank), "L2 size");
+    auto* line_up = static_cast<float*>(device_alloc(sizeof(float)));
+    require_cuda(cudaMemset(line_up, 0, sizeof(float)), "cudaMemset");
+    for (const Shape& shape : shapes) {
+        const std::int64_t shard = shape.vocab / ranks, start = rank * shard;
+        const std::size_t elements = static_cast<std::size_t>(shape.rows * shard);
+        const std::size_t shard_bytes = elements * sizeof(std::uint16_t);
+        const int copies = static_cast<int>(std::max<std::size_t>(2, (2 * static_cast<std::size_t>(l2_bytes) +
+                                                                      shard_bytes - 1) / shard_bytes));
+        std::vector<void*> inputs, outputs;
+        for (int c = 0; c < copies; ++c) {
+            inputs.push_back(random_bf16(elements));
+            outputs.push_back(output_alloc(shard_bytes));
+        }
+        std::vector<std::int64_t> target(static_cast<std::size_t>(shape.rows));
+        for (std::int64_t r = 0; r < shape.rows; ++r) target[r] = (r * 7919 + 13) % shape.vocab;
+        void* target_device = device_copy(target.data(), target.size() * sizeof(std::int64_t));
+        void* rows_out = output_alloc(static_cast<std::size_t>(shape.rows) * sizeof(float));
+        const Tensor shard_desc(SMX_DTYPE_BF16, {shape.rows, shard}), rows_desc(SMX_DTYPE_F32, {shape.rows});
+        const Tensor target_desc(SMX_DTYPE_I64, {shape.rows}), one_desc(SMX_DTYPE_F32, {1});
+        smxCrossEntropyOptions_t options = SMX_CROSS_ENTROPY_OPTIONS_INIT;  // mean, with dlogits: fwd + bwd
+
+        smxNcclDescriptor_t descs[4] = {};
+        const char* names[4] = {"softmax", "log_softmax", "logsumexp", "cross_entropy_with_dlogits"};
+        require_smx_nccl(smxNcclCreateSoftmaxDescriptor(handle, &descs[0], comm, SMX_SOFTMAX, -1, shard_desc.desc,
+                                                        shard_desc.desc),
+                         "smxNcclCreateSoftmaxDescriptor");
+        require_smx_nccl(smxNcclCreateSoftmaxDescriptor(handle, &descs[1], comm, SMX_LOG_SOFTMAX, -1, shard_desc.desc,
+                                                        shard_desc.desc),
+                         "smxNcclCreateSoftmaxDescriptor");
+        require_smx_nccl(smxNcclCreateLogsumexpDescriptor(handle, &descs[2], comm, -1, rows_desc.desc, shard_desc.desc),
+                         "smxNcclCreateLogsumexpDescriptor");
+        require_smx_nccl(smxNcclCreateCrossEntropyDescriptor(handle, &descs[3], comm, -1, &options, start,
+                                                             one_desc.desc, nullptr, shard_desc.desc, shard_desc.desc,
+                                                             target_desc.desc),
+                         "smxNcclCreateCrossEntropyDescriptor");
+        std::size_t bytes = 0;
+        for (smxNcclDescriptor_t desc : descs) {
+            std::size_t needed = 0;
+            require_smx_nccl(smxNcclGetWorkspaceSize(desc, &needed), "smxNcclGetWorkspaceSize");
+            bytes = std::max(bytes, needed);
+        }
+        void* workspace = device_alloc(bytes);
+        for (int op = 0; op < 4; ++op) {
+            const double ms = median_ms(comm, stream, line_up, copies, [&](int c) {
+                smxStatus_t status = SMX_STATUS_SUCCESS;
+                if (op < 2) status = smxNcclSoftmax(descs[op], workspace, bytes, outputs[c], inputs[c], stream);
+                if (op == 2) status = smxNcclLogsumexp(descs[op], workspace, bytes, rows_out, inputs[c], stream);
+                if (op == 3) {
+                    status = smxNcclCrossEntropy(descs[op], workspace, bytes, rows_out, nullptr, outputs[c], inputs[c],
+                                                 target_device, stream);
+                }
+                require_smx_nccl(status, names[op]);
+            });
+            std::printf("smx_nccl_time ranks=%d rank=%d rows=%lld vocab=%lld shard=%lld dtype=bf16 op=%s median_ms=%.4f "
+                        "input_copies=%d\n",
+                        ranks, rank, (long long)shape.rows, (long long)shape.vocab, (long long)shard, names[op], ms,
+                        copies);
+            std::fflush(stdout);
+        }
+        for (smxNcclDescriptor_t desc : descs) smxNcclDestroyDescriptor(desc);
+        for (void* pointer : inputs) cudaFree(pointer);
+        for (void* pointer : outputs) cudaFree(pointer);
+        for (void* pointer : {workspace, target_device, rows_out}) cudaFree(pointer);
+    }
+    cudaFree(line_up);
+    cudaStreamDestroy(stream);
+    smxDestroy(handle);
+    ncclCommDestroy(comm);
+}
+
 // The CUDA device count, asked in a child process: CUDA must not be initialized in a process that forks ranks.
 int device_count() {
     const pid_t child = fork();
@@ -372,6 +535,20 @@ int device_count() {
 int main(int argc, char** argv) {
     const int ranks = argc > 1 ? std::atoi(argv[1]) : 2;
     if (ranks < 1) return 1;
+    std::vector<Shape> timed_shapes;
+    if (argc > 2) {
+        if (argc != 4 || std::strcmp(argv[2], "--time") != 0 || !parse_shapes(argv[3], &timed_shapes)) {
+            std::fprintf(stderr, "usage: smx_nccl_test [RANKS] [--time ROWSxVOCAB[,ROWSxVOCAB...]]\n");
+            return 1;
+        }
+        for (const Shape& shape : timed_shapes) {
+            if (shape.vocab % ranks != 0) {
+                std::fprintf(stderr, "vocabulary %lld does not split evenly over %d ranks\n", (long long)shape.vocab,
+                             ranks);
+                return 1;
+            }
+        }
+    }
     const int devices = device_count();
     if (devices < ranks) {
         std::printf("smx_nccl_test: %d ranks need %d CUDA devices, found %d: skipped\n", ranks, ranks, devices);
@@ -402,7 +579,12 @@ int main(int argc, char** argv) {
             } else {
                 read_all(id_pipes[2 * r], &id, sizeof id);
             }
-            const std::vector<unsigned char> bits = run_rank(r, ranks, id);
+            std::vector<unsigned char> bits;  // none when timing: every rank's are then equal
+            if (timed_shapes.empty()) {
+                bits = run_rank(r, ranks, id);
+            } else {
+                time_rank(r, ranks, id, timed_shapes);
+            }
             const std::uint64_t size = bits.size();
             write_all(bit_pipes[2 * r + 1], &size, sizeof size);
             write_all(bit_pipes[2 * r + 1], bits.data(), bits.size());
