@@ -164,15 +164,32 @@ struct Tensor {
     ~Tensor() { smxDestroyTensorDescriptor(desc); }
 };
 
+// What a rank runs on: its GPU (the rank's number), its communicator, a CUDA handle and a stream, released in
+// reverse order when the rank's run ends.
+struct RankDevice {
+    ncclComm_t comm = nullptr;
+    smxHandle_t handle = nullptr;
+    cudaStream_t stream = nullptr;
+
+    RankDevice(int rank, int ranks, const ncclUniqueId& id) {
+        require_cuda(cudaSetDevice(rank), "cudaSetDevice");
+        require_nccl(ncclCommInitRank(&comm, ranks, id, rank), "ncclCommInitRank");
+        require_smx(smxCreate(&handle, SMX_DEVICE_CUDA, rank), "smxCreate");
+        require_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
+    ~RankDevice() {
+        cudaStreamDestroy(stream);
+        smxDestroy(handle);
+        ncclCommDestroy(comm);
+    }
+};
+
 // One rank's whole run; returns its logsumexp and loss bytes for the parent's comparison.
 std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id) {
-    require_cuda(cudaSetDevice(rank), "cudaSetDevice");
-    ncclComm_t comm = nullptr;
-    require_nccl(ncclCommInitRank(&comm, ranks, id, rank), "ncclCommInitRank");
-    smxHandle_t handle = nullptr;
-    require_smx(smxCreate(&handle, SMX_DEVICE_CUDA, rank), "smxCreate");
-    cudaStream_t stream = nullptr;
-    require_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const RankDevice device(rank, ranks, id);
+    ncclComm_t comm = device.comm;
+    smxHandle_t handle = device.handle;
+    cudaStream_t stream = device.stream;
 
     // This rank's slice: as even as possible, the remainder to the first ranks.
     const std::int64_t start = rank * (kClasses / ranks) + std::min<std::int64_t>(rank, kClasses % ranks);
@@ -354,9 +371,6 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
     cudaFree(target_device);
     cudaFree(shard_device);
     cudaFree(whole_device);
-    cudaStreamDestroy(stream);
-    smxDestroy(handle);
-    ncclCommDestroy(comm);
     return bits;
 }
 
@@ -439,13 +453,10 @@ double median_ms(ncclComm_t comm, cudaStream_t stream, float* line_up, int copie
 }
 
 void time_rank(int rank, int ranks, const ncclUniqueId& id, const std::vector<Shape>& shapes) {
-    require_cuda(cudaSetDevice(rank), "cudaSetDevice");
-    ncclComm_t comm = nullptr;
-    require_nccl(ncclCommInitRank(&comm, ranks, id, rank), "ncclCommInitRank");
-    smxHandle_t handle = nullptr;
-    require_smx(smxCreate(&handle, SMX_DEVICE_CUDA, rank), "smxCreate");
-    cudaStream_t stream = nullptr;
-    require_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const RankDevice device(rank, ranks, id);
+    ncclComm_t comm = device.comm;
+    smxHandle_t handle = device.handle;
+    cudaStream_t stream = device.stream;
     int l2_bytes = 0;
     require_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, rank), "L2 size");
     auto* line_up = static_cast<float*>(device_alloc(sizeof(float)));
@@ -513,9 +524,6 @@ void time_rank(int rank, int ranks, const ncclUniqueId& id, const std::vector<Sh
         for (void* pointer : {workspace, target_device, rows_out}) cudaFree(pointer);
     }
     cudaFree(line_up);
-    cudaStreamDestroy(stream);
-    smxDestroy(handle);
-    ncclCommDestroy(comm);
 }
 
 // The CUDA device count, asked in a child process: CUDA must not be initialized in a process that forks ranks.
