@@ -497,6 +497,174 @@ SMX_API smxStatus_t smxCrossEntropy(smxCrossEntropyDescriptor_t desc, void* work
 SMX_API smxStatus_t smxDestroyCrossEntropyDescriptor(smxCrossEntropyDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Vocabulary-parallel: softmax, logsumexp and cross-entropy of rows split across ranks             */
+/* ------------------------------------------------------------------------------------------------ */
+/* When each of W ranks (GPUs, processes) holds a slice of every row along the axis (its shard of the
+ * vocabulary, rank after rank), the whole-row operators run in three steps (docs/distributed.md):
+ *   1. smxShardStatistics: each rank reduces its shard to a few statistics per row;
+ *   2. the caller gathers every rank's statistics to every rank (one all-gather: NCCL, MPI, ...);
+ *   3. smxShardSoftmax, smxShardLogsumexp or smxShardCrossEntropy: each rank combines the W ranks' statistics
+ *      of a row, in rank order, into the whole row's, and computes its shard's part of the result.
+ * Every rank combines the same gathered values with the same formula, so the whole-row statistics (logsumexp,
+ * the loss) are the same bits on every rank of one device type. The results equal the single-device operators'
+ * on the whole rows (to rounding), special values included. The smx_nccl library (smx_nccl.h) runs all three
+ * steps over an NCCL communicator.
+ *
+ * Statistics lie along the axis: a shard's are `width` values per row (stats: x's shape with the axis of size
+ * width), the gathered ones width * W (rank w's at axis positions [w * width, (w + 1) * width)). They are f32
+ * (f64 for f64 x), and their strides are free: laid out with the statistics axis outermost (for a 2-d x of
+ * [rows, n]: stats of shape [rows, width] with strides {1, rows}), one rank's block is rows * width contiguous
+ * values and an all-gather of the blocks is the gathered tensor, strides {1, rows}, with no copy. */
+
+/** Softmax statistics: per row of the shard (max, sum(exp(x - max))), max -inf and sum 0 for an empty or
+ *  all -inf shard row, max NaN (sum 0) where it holds a NaN, max +inf (sum 0) where it holds +inf and no NaN. */
+#define SMX_SHARD_SOFTMAX_STATISTICS 2
+/** Cross-entropy statistics: the softmax statistics, then the logit of the row's target where the target is a
+ *  class of this shard (else 0), the shard's mean logit (0 without classes; label smoothing needs it) and its
+ *  class count n, from which every rank learns the vocabulary's size (the class counts added). */
+#define SMX_SHARD_CROSS_ENTROPY_STATISTICS 5
+
+/** A validated shard-statistics problem with its chosen plan. Read-only after creation. */
+typedef struct smxShardStatisticsDescriptor* smxShardStatisticsDescriptor_t;
+
+/** Creates a descriptor for step 1: a shard's statistics along `axis`.
+ *  xDesc: the shard (any floating dtype, any strides; an axis of size 0 is a rank without classes).
+ *  targetDesc: NULL for softmax statistics (statsDesc's axis of size SMX_SHARD_SOFTMAX_STATISTICS), or the
+ *  cross-entropy targets (I32 or I64, per-row shape as for smxCreateCrossEntropyDescriptor, every rank the same
+ *  global class indices) for cross-entropy statistics (axis of size SMX_SHARD_CROSS_ENTROPY_STATISTICS); then the
+ *  shard holds the vocabulary's classes [vocabStart, vocabStart + n) (ignored without a target).
+ *  statsDesc: x's shape with the axis of the statistics' width, F32 (F64 for F64 x), free of self-overlap.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _AXIS, _SHAPE, _OVERLAP, SMX_STATUS_BAD_PARAM (with a
+ *  target: vocabStart < 0, or F32 statistics of a shard of more than 2^24 classes, a count F32 cannot hold),
+ *  SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, SMX_STATUS_ALLOC_FAILED. */
+SMX_API smxStatus_t smxCreateShardStatisticsDescriptor(smxHandle_t handle, smxShardStatisticsDescriptor_t* desc,
+                                                       int axis, int64_t vocabStart, smxTensorDescriptor_t statsDesc,
+                                                       smxTensorDescriptor_t xDesc, smxTensorDescriptor_t targetDesc);
+
+/** The workspace, in bytes, that smxShardStatistics needs (often 0); same rules as for softmax. */
+SMX_API smxStatus_t smxGetShardStatisticsWorkspaceSize(smxShardStatisticsDescriptor_t desc, size_t* workspaceBytes);
+
+/** The chosen plan as text; the string lives until the descriptor is destroyed. */
+SMX_API smxStatus_t smxGetShardStatisticsPlan(smxShardStatisticsDescriptor_t desc, const char** plan);
+
+/** Computes the shard's statistics (target: ignored, may be NULL, for softmax statistics). A target outside the
+ *  shard (another rank's class, ignoreIndex, or no class at all) is never read through: it contributes 0.
+ *  stats may not overlap x or target. Pointers as for smxSoftmaxForward; nothing to write succeeds at once.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _WORKSPACE, _ALIGNMENT, _OVERLAP, _DEVICE,
+ *  SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxShardStatistics(smxShardStatisticsDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                       void* stats, const void* x, const void* target, void* stream);
+
+/** Destroys a shard-statistics descriptor. NULL is a no-op; anything but a live one is SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyShardStatisticsDescriptor(smxShardStatisticsDescriptor_t desc);
+
+/** A validated shard-softmax problem with its chosen plan. Read-only after creation. */
+typedef struct smxShardSoftmaxDescriptor* smxShardSoftmaxDescriptor_t;
+
+/** Creates a descriptor for step 3 of softmax or log-softmax: the shard's part of the whole rows' result.
+ *  With (M, S) a row's combined statistics (M the largest rank max, S = sum over ranks of sum_w * exp(max_w - M)):
+ *    SMX_SOFTMAX:     y = exp(x - M) / S          SMX_LOG_SOFTMAX: y = (x - M) - log(S)
+ *  and y is NaN in every element of a row whose M is not finite (the whole row held a NaN or +inf, or was all
+ *  -inf), as smxSoftmaxForward gives on the whole row.
+ *  xDesc, yDesc: the shard and its result, any dtype pair smxCreateSoftmaxDescriptor accepts, strides free.
+ *  statsDesc: the gathered softmax statistics of W >= 1 ranks (x's shape with the axis of size
+ *  2 * W), F32 (F64 for F64 x). W = 1 takes the whole row's (max, sum) as they are.
+ *  Fails as smxCreateSoftmaxDescriptor, and with SMX_STATUS_BAD_PARAM_SHAPE where stats' axis is not a
+ *  positive multiple of SMX_SHARD_SOFTMAX_STATISTICS. */
+SMX_API smxStatus_t smxCreateShardSoftmaxDescriptor(smxHandle_t handle, smxShardSoftmaxDescriptor_t* desc,
+                                                    smxSoftmaxMode_t mode, int axis, smxTensorDescriptor_t yDesc,
+                                                    smxTensorDescriptor_t xDesc, smxTensorDescriptor_t statsDesc);
+
+/** The workspace, in bytes, that smxShardSoftmax needs (often 0); same rules as for softmax. */
+SMX_API smxStatus_t smxGetShardSoftmaxWorkspaceSize(smxShardSoftmaxDescriptor_t desc, size_t* workspaceBytes);
+
+/** The chosen plan as text; the string lives until the descriptor is destroyed. */
+SMX_API smxStatus_t smxGetShardSoftmaxPlan(smxShardSoftmaxDescriptor_t desc, const char** plan);
+
+/** Computes y. In place (y == x, same strides and element size) is allowed; y may not otherwise overlap x, nor
+ *  stats. Pointers and streams as for smxSoftmaxForward; zero elements succeed and do nothing.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _WORKSPACE, _ALIGNMENT, _OVERLAP, _DEVICE,
+ *  SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxShardSoftmax(smxShardSoftmaxDescriptor_t desc, void* workspace, size_t workspaceBytes, void* y,
+                                    const void* x, const void* stats, void* stream);
+
+/** Destroys a shard-softmax descriptor. NULL is a no-op; anything but a live one is SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyShardSoftmaxDescriptor(smxShardSoftmaxDescriptor_t desc);
+
+/** A validated shard-logsumexp problem with its chosen plan. Read-only after creation. */
+typedef struct smxShardLogsumexpDescriptor* smxShardLogsumexpDescriptor_t;
+
+/** Creates a descriptor for step 3 of logsumexp: out = M + log(S) per row from the gathered softmax statistics
+ *  (as smxShardSoftmax combines them), as smxLogsumexp gives on the whole row: NaN where a rank's max is NaN,
+ *  else +inf where one is +inf, -inf where every rank's is -inf.
+ *  statsDesc: the gathered statistics (any shape, 2 * W values along `axis`), F32 or F64, any strides.
+ *  outDesc: stats' shape without the axis or with it of size 1, stats' dtype, free of self-overlap.
+ *  Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _AXIS, _SHAPE, _OVERLAP,
+ *  SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, SMX_STATUS_ALLOC_FAILED. */
+SMX_API smxStatus_t smxCreateShardLogsumexpDescriptor(smxHandle_t handle, smxShardLogsumexpDescriptor_t* desc,
+                                                      int axis, smxTensorDescriptor_t outDesc,
+                                                      smxTensorDescriptor_t statsDesc);
+
+/** The workspace, in bytes, that smxShardLogsumexp needs (often 0); same rules as for softmax. */
+SMX_API smxStatus_t smxGetShardLogsumexpWorkspaceSize(smxShardLogsumexpDescriptor_t desc, size_t* workspaceBytes);
+
+/** The chosen plan as text; the string lives until the descriptor is destroyed. */
+SMX_API smxStatus_t smxGetShardLogsumexpPlan(smxShardLogsumexpDescriptor_t desc, const char** plan);
+
+/** Computes out; it may not overlap stats. Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _WORKSPACE,
+ *  _ALIGNMENT, _OVERLAP, _DEVICE, SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxShardLogsumexp(smxShardLogsumexpDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                      void* out, const void* stats, void* stream);
+
+/** Destroys a shard-logsumexp descriptor. NULL is a no-op; anything but a live one is SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyShardLogsumexpDescriptor(smxShardLogsumexpDescriptor_t desc);
+
+/** A validated shard cross-entropy problem with its chosen plan. Read-only after creation. */
+typedef struct smxShardCrossEntropyDescriptor* smxShardCrossEntropyDescriptor_t;
+
+/** Creates a descriptor for step 3 of cross-entropy: smxCrossEntropy's loss (and lse) of the whole rows, and
+ *  the gradient of the loss w.r.t. this shard's logits, from the gathered cross-entropy statistics. With
+ *  (M, S) combined as for smxShardSoftmax, lse = M + log S, V the ranks' class counts added, x_t the target's
+ *  logit (the ranks' third values added) and mean the row's mean logit (the ranks' means weighted by their
+ *  counts), per row of target t:
+ *    loss = (1 - eps) * (lse - x_t) + eps / V * ((lse - mean) * V)    (in double: +inf where the sum over the
+ *                                                                       classes of lse - x overflows)
+ *    dlogits[c] = scale * (exp(x[c] - M) / S - (1 - eps) * [vocabStart + c == t] - eps / V)
+ *  which are smxCrossEntropy's formulas with C = V; ignored rows, targets outside [0, V), special values, the
+ *  reductions and the MEAN count (from the targets: the same on every rank) as there.
+ *  Arguments as for smxCreateCrossEntropyDescriptor, with logits the shard (its axis may be of size 0), plus
+ *  vocabStart (>= 0) as for smxCreateShardStatisticsDescriptor, and statsDesc the gathered cross-entropy
+ *  statistics of W >= 1 ranks (logits' shape with the axis of size 5 * W), F32 (F64 for F64 logits).
+ *  The ranks' shards must tile the vocabulary [0, V) in rank order, each class in one rank's shard.
+ *  Fails as smxCreateCrossEntropyDescriptor, with SMX_STATUS_BAD_PARAM for vocabStart < 0, and
+ *  SMX_STATUS_BAD_PARAM_SHAPE where stats' axis is not a positive multiple of SMX_SHARD_CROSS_ENTROPY_STATISTICS. */
+SMX_API smxStatus_t smxCreateShardCrossEntropyDescriptor(smxHandle_t handle, smxShardCrossEntropyDescriptor_t* desc,
+                                                         int axis, const smxCrossEntropyOptions_t* options,
+                                                         int64_t vocabStart, smxTensorDescriptor_t lossDesc,
+                                                         smxTensorDescriptor_t lseDesc,
+                                                         smxTensorDescriptor_t dlogitsDesc,
+                                                         smxTensorDescriptor_t logitsDesc,
+                                                         smxTensorDescriptor_t targetDesc,
+                                                         smxTensorDescriptor_t statsDesc);
+
+/** The workspace, in bytes, that smxShardCrossEntropy needs (a reduced loss keeps per-row partials there). */
+SMX_API smxStatus_t smxGetShardCrossEntropyWorkspaceSize(smxShardCrossEntropyDescriptor_t desc,
+                                                         size_t* workspaceBytes);
+
+/** The chosen plan as text; the string lives until the descriptor is destroyed. */
+SMX_API smxStatus_t smxGetShardCrossEntropyPlan(smxShardCrossEntropyDescriptor_t desc, const char** plan);
+
+/** Computes the loss, and lse and dlogits where the descriptor has them, as smxCrossEntropy does; stats is read
+ *  only. The loss and lse are the same bits on every rank. Fails as smxCrossEntropy. */
+SMX_API smxStatus_t smxShardCrossEntropy(smxShardCrossEntropyDescriptor_t desc, void* workspace, size_t workspaceBytes,
+                                         void* loss, void* lse, void* dlogits, const void* logits, const void* target,
+                                         const void* stats, void* stream);
+
+/** Destroys a shard cross-entropy descriptor. NULL is a no-op; anything but a live one is
+ *  SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyShardCrossEntropyDescriptor(smxShardCrossEntropyDescriptor_t desc);
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Logging                                                                                          */
 /* ------------------------------------------------------------------------------------------------ */
 

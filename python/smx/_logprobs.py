@@ -15,7 +15,7 @@ from ._lib import CrossEntropyOptions, lib
 
 __all__ = ["REDUCTIONS", "per_row_shape", "statistics_dtype", "check_reduction", "check_label_smoothing",
            "check_target_shape", "check_gathered_shape", "logsumexp", "log_softmax_gather", "cross_entropy",
-           "index_bounds_error", "launch"]
+           "index_bounds_error", "descriptor_of"]
 
 #: smxLossReduction_t by PyTorch's name.
 REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
@@ -97,11 +97,12 @@ def _check_host_bounds(obj, view, size, axis, what, skip=None):
 
 class _Descriptor:
     """A descriptor of one log-probability operator (`kind`: 'Logsumexp', 'LogSoftmaxGather',
-    'CrossEntropy'), with its workspace size and plan text read once at creation. `tensors` are
-    (dtype, shape, strides) or None, passed to the create call after `arguments`."""
+    'CrossEntropy', and smx.distributed's 'Shard...' kinds), with its workspace size and plan text read once
+    at creation. `tensors` are (dtype, shape, strides) or None, passed to the create call after `arguments`;
+    `leading` goes before the axis (a softmax mode)."""
     __slots__ = ("pointer", "handle", "workspace_bytes", "plan", "_destroy")
 
-    def __init__(self, handle, kind, axis, arguments, tensors):
+    def __init__(self, handle, kind, axis, arguments, tensors, leading=()):
         self.pointer = None
         self.handle = handle
         self._destroy = getattr(lib, f"smxDestroy{kind}Descriptor")
@@ -111,7 +112,7 @@ class _Descriptor:
                 made.append(None if spec is None else _cache.tensor_descriptor(*spec))
             pointer = ctypes.c_void_p()
             create = getattr(lib, f"smxCreate{kind}Descriptor")
-            check(create(handle.pointer, ctypes.byref(pointer), axis, *arguments, *made))
+            check(create(handle.pointer, ctypes.byref(pointer), *leading, axis, *arguments, *made))
             self.pointer = pointer.value
         finally:
             for desc in made:
@@ -125,12 +126,13 @@ class _Descriptor:
             self._destroy(self.pointer)
 
 
-def _descriptor(lead, kind, axis, arguments, tensors, key_extra=()):
-    """The cached descriptor of `kind` on lead's device for these tensors ((dtype, view) or None)."""
+def descriptor_of(lead, kind, axis, arguments, tensors, key_extra=(), leading=()):
+    """The cached descriptor of `kind` on lead's device for these tensors ((dtype, view) or None). `key_extra`
+    must hold every value of `arguments` and `leading` that the tensors do not determine."""
     specs = tuple(None if t is None else (t[0],) + _arrays.c_layout(t[1].shape, t[1].strides) for t in tensors)
-    key = (kind, lead.device_type, lead.device_id, axis, specs) + tuple(key_extra)
+    key = (kind, lead.device_type, lead.device_id, axis, specs) + tuple(leading) + tuple(key_extra)
     return _cache.cached(key, lead.device_type, lead.device_id,
-                         lambda handle: _Descriptor(handle, kind, axis, arguments, specs))
+                         lambda handle: _Descriptor(handle, kind, axis, arguments, specs, leading))
 
 
 def _same_device(view, lead, name):
@@ -171,7 +173,7 @@ def logsumexp(x, dim, keepdim, out, stream):
     axis = _axis(dim, len(x_view.shape))
     code = statistics_dtype(x_view.dtype)
     result, out_view = _result(x, x_view, per_row_shape(x_view.shape, axis, keepdim), code, out)
-    descriptor = _descriptor(x_view, "Logsumexp", axis, (), [(code, out_view), (x_view.dtype, x_view)])
+    descriptor = descriptor_of(x_view, "Logsumexp", axis, (), [(code, out_view), (x_view.dtype, x_view)])
     _streams.launch([x_view, out_view], descriptor,
            lambda workspace: lib.smxLogsumexp(descriptor.pointer, workspace, descriptor.workspace_bytes,
                                               out_view.pointer, x_view.pointer, x_view.stream))
@@ -208,7 +210,7 @@ def log_softmax_gather(x, index, dim, check_bounds, stream):
     _check_host_bounds(index, index_view, size, axis, "index")
     code = statistics_dtype(x_view.dtype)
     result, out_view = _result(x, x_view, index_view.shape, code, None)
-    descriptor = _descriptor(x_view, "LogSoftmaxGather", axis, (),
+    descriptor = descriptor_of(x_view, "LogSoftmaxGather", axis, (),
                              [(code, out_view), (x_view.dtype, x_view), (index_view.dtype, index_view)])
     _streams.launch([x_view, index_view, out_view], descriptor,
            lambda workspace: lib.smxLogSoftmaxGather(descriptor.pointer, workspace, descriptor.workspace_bytes,
@@ -242,7 +244,7 @@ def cross_entropy(logits, target, dim, ignore_index, label_smoothing, reduction,
     tensors = [(code, loss_view), None if lse_view is None else (code, lse_view),
                None if dlogits_view is None else (dlogits_view.dtype, dlogits_view),
                (logits_view.dtype, logits_view), (target_view.dtype, target_view)]
-    descriptor = _descriptor(logits_view, "CrossEntropy", axis, (ctypes.byref(options),), tensors,
+    descriptor = descriptor_of(logits_view, "CrossEntropy", axis, (ctypes.byref(options),), tensors,
                              key_extra=(reduction_code, ignore_index, label_smoothing))
     views = [v for v in (logits_view, target_view, loss_view, lse_view, dlogits_view) if v is not None]
     _streams.launch(views, descriptor,

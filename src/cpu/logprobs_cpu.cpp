@@ -8,65 +8,20 @@
 #include "cpu/logprobs_cpu.hpp"
 
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "core/dtype.hpp"
+#include "cpu/logprob_rows.hpp"
 #include "cpu/rows.hpp"
 
 namespace smx {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// One row of x as the backend reads it: its dtype, first element and axis stride.
-struct Row {
-    const void* base;
-    smxDataType_t dtype;
-    std::int64_t start;
-    std::int64_t stride;
-    std::int64_t length;
-
-    double at(std::int64_t j) const { return load_as_double(base, dtype, start + j * stride); }
-};
-
-// A row's statistics: `max` of its non-NaN values (-inf for an empty or all -inf row) and, where the row is
-// ordinary (no NaN, finite max), `sum` of exp(x - max), which is then >= 1.
-struct RowStats {
-    double max = -kInf;
-    double sum = 0.0;
-    bool has_nan = false;
-
-    bool ordinary() const { return !has_nan && std::isfinite(max); }
-    // torch.logsumexp's special values: NaN wins, then +inf, and an empty or all -inf row is -inf.
-    double logsumexp() const { return has_nan ? kNaN : ordinary() ? max + std::log(sum) : max; }
-    // log_softmax of an element whose value is `value`: NaN for every element of a row that is not ordinary.
-    double log_softmax(double value) const { return ordinary() ? (value - max) - std::log(sum) : kNaN; }
-};
-
-RowStats row_stats(const Row& row) {
-    RowStats stats;
-    for (std::int64_t j = 0; j < row.length; ++j) {
-        const double v = row.at(j);
-        if (std::isnan(v)) stats.has_nan = true;
-        else if (v > stats.max) stats.max = v;
-    }
-    if (stats.ordinary()) {
-        for (std::int64_t j = 0; j < row.length; ++j) stats.sum += std::exp(row.at(j) - stats.max);
-    }
-    return stats;
-}
-
-std::string plan_text(const RowGeometry& geometry, int threads) {
-    return "cpu reference layout=" + std::string(layout_name(geometry.layout)) + " threads=" + std::to_string(threads);
-}
-
 class CpuLogsumexpPlan final : public LogsumexpPlan {
 public:
     CpuLogsumexpPlan(const LogsumexpInfo& info, int max_threads)
         : info_(info), threads_(cpu_threads_for(info, max_threads)),
-          description_(plan_text(info, threads_)) {}
+          description_(cpu_plan_text(info, threads_)) {}
 
     std::size_t workspace_bytes() const override { return 0; }
     const std::string& description() const override { return description_; }
@@ -91,7 +46,7 @@ class CpuLogSoftmaxGatherPlan final : public LogSoftmaxGatherPlan {
 public:
     CpuLogSoftmaxGatherPlan(const LogSoftmaxGatherInfo& info, int max_threads)
         : info_(info), threads_(cpu_threads_for(info, max_threads, info.numel + info.rows * info.gathered)),
-          description_(plan_text(info, threads_)) {}
+          description_(cpu_plan_text(info, threads_)) {}
 
     std::size_t workspace_bytes() const override { return 0; }
     const std::string& description() const override { return description_; }
@@ -124,35 +79,16 @@ class CpuCrossEntropyPlan final : public CrossEntropyPlan {
 public:
     CpuCrossEntropyPlan(const CrossEntropyInfo& info, int max_threads)
         : info_(info), threads_(cpu_threads_for(info, max_threads)),
-          description_(plan_text(info, threads_)) {}
+          description_(cpu_plan_text(info, threads_)) {}
 
-    // A reduced loss keeps each row's loss here, to add them in row order whatever the threads.
-    std::size_t workspace_bytes() const override {
-        return info_.reduced() ? static_cast<std::size_t>(info_.rows) * sizeof(double) : 0;
-    }
+    std::size_t workspace_bytes() const override { return cross_entropy_workspace_bytes(info_); }
     const std::string& description() const override { return description_; }
 
     smxStatus_t run(void* workspace, void* loss, void* lse, void* dlogits, const void* logits, const void* target,
                     void*) const override {
-        // The count a mean divides by comes first: each row's dlogits are scaled by it.
-        std::int64_t counted = 0;
-        for (std::int64_t r = 0; r < info_.rows; ++r) counted += target_of(target, r) != info_.ignore_index;
-        const double scale = info_.reduction == SMX_REDUCTION_MEAN && counted > 0 ? 1.0 / static_cast<double>(counted) : 1.0;
-        auto* row_losses = static_cast<double*>(workspace);
-        run_row_chunks(info_.rows, threads_, [&](std::int64_t begin, std::int64_t end) {
-            for (std::int64_t r = begin; r < end; ++r) {
-                const double row_loss = compute_row(r, scale, lse, dlogits, logits, target);
-                if (info_.reduced()) row_losses[r] = row_loss;
-                else store_from_double(loss, info_.loss_dtype, row_offset(info_, info_.loss, r), row_loss);
-            }
+        run_cross_entropy(info_, threads_, workspace, loss, target, [&](std::int64_t r, double scale) {
+            return compute_row(r, scale, lse, dlogits, logits, target);
         });
-        if (info_.reduced()) {
-            double total = 0.0;
-            for (std::int64_t r = 0; r < info_.rows; ++r) total += row_losses[r];
-            // A mean over no counted rows is 0 / 0, NaN, as in PyTorch.
-            if (info_.reduction == SMX_REDUCTION_MEAN) total /= static_cast<double>(counted);
-            store_from_double(loss, info_.loss_dtype, 0, total);
-        }
         return SMX_STATUS_SUCCESS;
     }
 

@@ -12,6 +12,8 @@
 #include "ops/softmax/plan.hpp"
 #include "ops/softmax_backward/info.hpp"
 #include "ops/softmax_backward/plan.hpp"
+#include "ops/vocab_parallel/info.hpp"
+#include "ops/vocab_parallel/plan.hpp"
 
 namespace smx {
 
@@ -39,6 +41,21 @@ smxStatus_t make_cuda_log_softmax_gather_plan(const LogSoftmaxGatherInfo& info, 
 smxStatus_t make_cuda_cross_entropy_plan(const CrossEntropyInfo& info, int device_id, const DeviceLimits& limits,
                                          const cuda::PlanPreferences& preferences,
                                          std::unique_ptr<CrossEntropyPlan>* plan);
+
+// The vocabulary-parallel operators' plans (src/cuda/vocab_parallel/): the same contract, with run() bound by
+// ops/vocab_parallel/plan.hpp.
+smxStatus_t make_cuda_shard_statistics_plan(const ShardStatisticsInfo& info, int device_id, const DeviceLimits& limits,
+                                            const cuda::PlanPreferences& preferences,
+                                            std::unique_ptr<ShardStatisticsPlan>* plan);
+smxStatus_t make_cuda_shard_softmax_plan(const ShardSoftmaxInfo& info, int device_id, const DeviceLimits& limits,
+                                         const cuda::PlanPreferences& preferences,
+                                         std::unique_ptr<ShardSoftmaxPlan>* plan);
+smxStatus_t make_cuda_shard_logsumexp_plan(const ShardLogsumexpInfo& info, int device_id, const DeviceLimits& limits,
+                                           const cuda::PlanPreferences& preferences,
+                                           std::unique_ptr<ShardLogsumexpPlan>* plan);
+smxStatus_t make_cuda_shard_cross_entropy_plan(const ShardCrossEntropyInfo& info, int device_id,
+                                               const DeviceLimits& limits, const cuda::PlanPreferences& preferences,
+                                               std::unique_ptr<ShardCrossEntropyPlan>* plan);
 
 // Call-time check that each operand of `operands` whose pointer is not NULL is memory the device `device_id`
 // can address (device or managed memory of that device, or mapped host memory), naming it by its

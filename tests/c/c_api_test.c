@@ -184,6 +184,61 @@ static void check_log_probabilities(smxHandle_t handle, smxTensorDescriptor_t de
     smxDestroyTensorDescriptor(loss_desc);
 }
 
+/* Log-softmax and logsumexp of x's rows split between two ranks (columns [0, 4) and [4, ROW_LEN), views of x),
+ * each rank's statistics written into its block of the gathered tensor, against the log-softmax reference. */
+static void check_vocab_parallel(smxHandle_t handle, const float* x) {
+    const int64_t full_strides[2] = {ROW_LEN, 1};
+    const int64_t shard_shape[2][2] = {{ROWS, 4}, {ROWS, ROW_LEN - 4}};
+    const int64_t stats_strides[2] = {1, ROWS}; /* statistics axis outermost: each rank's block contiguous */
+    const int64_t local_shape[2] = {ROWS, SMX_SHARD_SOFTMAX_STATISTICS};
+    const int64_t gathered_shape[2] = {ROWS, 2 * SMX_SHARD_SOFTMAX_STATISTICS};
+    const int64_t rows_shape[1] = {ROWS};
+    smxTensorDescriptor_t shard[2] = {NULL, NULL}, local = NULL, gathered = NULL, rows = NULL;
+    smxShardStatisticsDescriptor_t statistics = NULL;
+    smxShardSoftmaxDescriptor_t normalize = NULL;
+    smxShardLogsumexpDescriptor_t logsumexp = NULL;
+    float stats[ROWS * 2 * SMX_SHARD_SOFTMAX_STATISTICS], y[ROWS * ROW_LEN], lse[ROWS];
+    double logp[ROWS * ROW_LEN];
+    int rank, r, j;
+
+    reference(x, logp, 1);
+    REQUIRE_OK(smxCreateTensorDescriptor(&local, SMX_DTYPE_F32, 2, local_shape, stats_strides));
+    REQUIRE_OK(smxCreateTensorDescriptor(&gathered, SMX_DTYPE_F32, 2, gathered_shape, stats_strides));
+    REQUIRE_OK(smxCreateTensorDescriptor(&rows, SMX_DTYPE_F32, 1, rows_shape, NULL));
+    memset(stats, 0xFF, sizeof stats);
+    memset(y, 0xFF, sizeof y);
+    for (rank = 0; rank < 2; ++rank) {
+        REQUIRE_OK(smxCreateTensorDescriptor(&shard[rank], SMX_DTYPE_F32, 2, shard_shape[rank], full_strides));
+        REQUIRE_OK(smxCreateShardStatisticsDescriptor(handle, &statistics, -1, 0, local, shard[rank], NULL));
+        REQUIRE_OK(smxShardStatistics(statistics, NULL, 0, stats + rank * ROWS * SMX_SHARD_SOFTMAX_STATISTICS,
+                                      x + rank * 4, NULL, NULL));
+        CHECK(smxDestroyShardStatisticsDescriptor(statistics) == SMX_STATUS_SUCCESS);
+    }
+    for (rank = 0; rank < 2; ++rank) {
+        REQUIRE_OK(smxCreateShardSoftmaxDescriptor(handle, &normalize, SMX_LOG_SOFTMAX, -1, shard[rank], shard[rank],
+                                                   gathered));
+        REQUIRE_OK(smxShardSoftmax(normalize, NULL, 0, y + rank * 4, x + rank * 4, stats, NULL));
+        CHECK(smxDestroyShardSoftmaxDescriptor(normalize) == SMX_STATUS_SUCCESS);
+    }
+    REQUIRE_OK(smxCreateShardLogsumexpDescriptor(handle, &logsumexp, -1, rows, gathered));
+    REQUIRE_OK(smxShardLogsumexp(logsumexp, NULL, 0, lse, stats, NULL));
+
+    for (r = 0; r < ROWS; ++r) {
+        const double row_lse = x[r * ROW_LEN] - logp[r * ROW_LEN];
+        CHECK(fabs(lse[r] - row_lse) <= 1e-5 * (fabs(row_lse) + 1.0));
+        for (j = 0; j < ROW_LEN; ++j) {
+            const double expected = logp[r * ROW_LEN + j];
+            CHECK(fabs(y[r * ROW_LEN + j] - expected) <= 1e-5 * (fabs(expected) + 1.0));
+        }
+    }
+    CHECK(smxDestroyShardLogsumexpDescriptor(logsumexp) == SMX_STATUS_SUCCESS);
+    smxDestroyTensorDescriptor(shard[0]);
+    smxDestroyTensorDescriptor(shard[1]);
+    smxDestroyTensorDescriptor(local);
+    smxDestroyTensorDescriptor(gathered);
+    smxDestroyTensorDescriptor(rows);
+}
+
 int main(void) {
     smxHandle_t handle = NULL;
     smxTensorDescriptor_t desc = NULL;
@@ -204,6 +259,7 @@ int main(void) {
     check_mode(handle, desc, x, SMX_LOG_SOFTMAX);
     check_backward(handle, desc, x);
     check_log_probabilities(handle, desc, x);
+    check_vocab_parallel(handle, x);
 
     /* One refusal: axis 2 of a 2-d tensor, with its status, its category and a message naming the axis. */
     CHECK(smxCreateSoftmaxDescriptor(handle, &refused, SMX_SOFTMAX, 2, desc, desc) == SMX_STATUS_BAD_PARAM_AXIS);

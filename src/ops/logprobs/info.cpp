@@ -16,25 +16,6 @@ namespace {
 // The largest options size accepted: a guard against an uninitialized `size`, far above any version's.
 constexpr std::size_t kMaxOptionsBytes = 4096;
 
-smxStatus_t check_floating(const char* name, smxDataType_t dtype) {
-    if (is_floating_dtype(dtype)) return SMX_STATUS_SUCCESS;
-    return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, "{} dtype {} is not supported: {} must be f16, bf16, f32 or f64",
-                name, dtype_name(dtype), name);
-}
-
-smxStatus_t check_index(const char* name, smxDataType_t dtype) {
-    if (is_index_dtype(dtype)) return SMX_STATUS_SUCCESS;
-    return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, "{} dtype {} is not supported: {} must be i32 or i64", name,
-                dtype_name(dtype), name);
-}
-
-// A result of the statistics dtype: f32, or f64 for an f64 x.
-smxStatus_t check_statistics(const char* name, smxDataType_t dtype, const char* x_name, smxDataType_t x_dtype) {
-    if (dtype == statistics_dtype(x_dtype)) return SMX_STATUS_SUCCESS;
-    return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, "{} dtype {} with {} {} is not supported: {} must be {}", name,
-                dtype_name(dtype), x_name, dtype_name(x_dtype), name, dtype_name(statistics_dtype(x_dtype)));
-}
-
 // The options a caller passed (NULL: defaults), read as far as its `size` says; bytes past what this
 // library knows must be zero, so an option it cannot honour is never silently dropped.
 smxStatus_t read_options(const smxCrossEntropyOptions_t* options, smxCrossEntropyOptions_t* out) {
@@ -61,6 +42,24 @@ smxStatus_t read_options(const smxCrossEntropyOptions_t* options, smxCrossEntrop
 }
 
 }  // namespace
+
+smxStatus_t check_floating(const char* name, smxDataType_t dtype) {
+    if (is_floating_dtype(dtype)) return SMX_STATUS_SUCCESS;
+    return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, "{} dtype {} is not supported: {} must be f16, bf16, f32 or f64",
+                name, dtype_name(dtype), name);
+}
+
+smxStatus_t check_index(const char* name, smxDataType_t dtype) {
+    if (is_index_dtype(dtype)) return SMX_STATUS_SUCCESS;
+    return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, "{} dtype {} is not supported: {} must be i32 or i64", name,
+                dtype_name(dtype), name);
+}
+
+smxStatus_t check_statistics(const char* name, smxDataType_t dtype, const char* x_name, smxDataType_t x_dtype) {
+    if (dtype == statistics_dtype(x_dtype)) return SMX_STATUS_SUCCESS;
+    return fail(SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, "{} dtype {} with {} {} is not supported: {} must be {}", name,
+                dtype_name(dtype), x_name, dtype_name(x_dtype), name, dtype_name(statistics_dtype(x_dtype)));
+}
 
 // ---- logsumexp ------------------------------------------------------------------------------------------
 
@@ -142,7 +141,8 @@ smxStatus_t check_log_softmax_gather_pointers(const LogSoftmaxGatherInfo& info, 
 smxStatus_t make_cross_entropy_info(int axis, const smxCrossEntropyOptions_t* options,
                                     const smxTensorDescriptor* loss, const smxTensorDescriptor* lse,
                                     const smxTensorDescriptor* dlogits, const smxTensorDescriptor* logits,
-                                    const smxTensorDescriptor* target, CrossEntropyInfo* info) {
+                                    const smxTensorDescriptor* target, CrossEntropyInfo* info, const OperandSpec* extra,
+                                    OperandLayout* extra_layout) {
     smxCrossEntropyOptions_t settings;
     SMX_RETURN_IF_ERROR(read_options(options, &settings));
     const int reduction = raw_enum_value(settings.reduction);
@@ -157,7 +157,7 @@ smxStatus_t make_cross_entropy_info(int axis, const smxCrossEntropyOptions_t* op
     const bool reduced = reduction != SMX_REDUCTION_NONE;
 
     // The operands in a fixed order; the optional ones join the list only when given.
-    enum { kLogits, kTarget, kLoss, kLse, kDlogits, kCount };
+    enum { kLogits, kTarget, kLoss, kLse, kDlogits, kExtra, kCount };
     OperandSpec operands[kCount];
     int slot[kCount];
     int count = 0;
@@ -167,10 +167,11 @@ smxStatus_t make_cross_entropy_info(int axis, const smxCrossEntropyOptions_t* op
     };
     add(kLogits, {"logits", logits, false});
     add(kTarget, {"target", target, false, OperandShape::PerRow});
-    slot[kLoss] = slot[kLse] = slot[kDlogits] = -1;
+    slot[kLoss] = slot[kLse] = slot[kDlogits] = slot[kExtra] = -1;
     if (!reduced) add(kLoss, {"loss", loss, true, OperandShape::PerRow});
     if (lse != nullptr) add(kLse, {"lse", lse, true, OperandShape::PerRow});
     if (dlogits != nullptr) add(kDlogits, {"dlogits", dlogits, true});
+    if (extra != nullptr) add(kExtra, *extra);
 
     CrossEntropyInfo result;
     OperandLayout layouts[kCount];
@@ -210,6 +211,7 @@ smxStatus_t make_cross_entropy_info(int axis, const smxCrossEntropyOptions_t* op
         result.dlogits = layouts[slot[kDlogits]];
         result.dlogits_same_layout_as_logits = same_layout(*dlogits, *logits);
     }
+    if (extra != nullptr) *extra_layout = layouts[slot[kExtra]];
     *info = result;
     return SMX_STATUS_SUCCESS;
 }

@@ -25,6 +25,13 @@ inline smxDataType_t statistics_dtype(smxDataType_t x_dtype) {
     return x_dtype == SMX_DTYPE_F64 ? SMX_DTYPE_F64 : SMX_DTYPE_F32;
 }
 
+// Checks shared by every operator of log-probabilities (these and ops/vocab_parallel): each refuses with
+// SMX_STATUS_NOT_SUPPORTED_DTYPE_PAIR, naming the operand.
+smxStatus_t check_floating(const char* name, smxDataType_t dtype);  // f16, bf16, f32 or f64
+smxStatus_t check_index(const char* name, smxDataType_t dtype);     // i32 or i64
+// A result of the statistics dtype: f32, or f64 for an f64 x (named x_name).
+smxStatus_t check_statistics(const char* name, smxDataType_t dtype, const char* x_name, smxDataType_t x_dtype);
+
 // ---- logsumexp ------------------------------------------------------------------------------------------
 
 struct LogsumexpInfo : RowGeometry {
@@ -103,12 +110,15 @@ struct CrossEntropyInfo : RowGeometry {
 };
 
 // Validates (axis, options, loss, lse, dlogits, logits, target) and fills `info`. `options` is the caller's
-// struct or NULL (defaults); lse and dlogits may be NULL (not computed). On failure returns the status and sets
-// the last error.
+// struct or NULL (defaults); lse and dlogits may be NULL (not computed). `extra`, where not NULL, is one more
+// operand of an operator built on this one (the vocabulary-parallel statistics): it joins the one row analysis
+// and its layout goes to `extra_layout`; its dtype is the caller's to check. On failure returns the status
+// and sets the last error.
 smxStatus_t make_cross_entropy_info(int axis, const smxCrossEntropyOptions_t* options,
                                     const smxTensorDescriptor* loss, const smxTensorDescriptor* lse,
                                     const smxTensorDescriptor* dlogits, const smxTensorDescriptor* logits,
-                                    const smxTensorDescriptor* target, CrossEntropyInfo* info);
+                                    const smxTensorDescriptor* target, CrossEntropyInfo* info,
+                                    const OperandSpec* extra = nullptr, OperandLayout* extra_layout = nullptr);
 
 std::string describe(const CrossEntropyInfo& info);
 
