@@ -200,19 +200,20 @@ struct RowsOptionsInput {
         return {options, mask_row, read_len, scale};
     }
 
-    // Whether a row of this max writes empty_row_value everywhere: masked_rows zero and nothing to normalize
-    // (the formulas give such rows NaN, masked_rows nan's value).
+    // Whether a row of these statistics writes empty_row_value everywhere: masked_rows zero and nothing to
+    // normalize (the formulas give such rows NaN, masked_rows nan's value). A kept NaN leaves the max -inf (the
+    // max skips NaN) but makes the sum NaN: that row stays NaN, as the reference has it.
     template <class C>
-    __device__ __forceinline__ bool writes_empty_row(C row_max) const {
-        return options.zero_rows != 0 && row_max == neg_inf<C>();
+    __device__ __forceinline__ bool writes_empty_row(C row_max, C row_sum) const {
+        return options.zero_rows != 0 && row_max == neg_inf<C>() && row_sum == row_sum;
     }
 };
 
 // Whether a fast family's row writes empty_row_value (never for inputs without per-row options).
 template <class Input, class C>
-__device__ __forceinline__ bool writes_empty_row(const Input& input, C row_max) {
+__device__ __forceinline__ bool writes_empty_row(const Input& input, C row_max, C row_sum) {
     if constexpr (Input::kPerRow) {
-        return input.writes_empty_row(row_max);
+        return input.writes_empty_row(row_max, row_sum);
     } else {
         return false;
     }

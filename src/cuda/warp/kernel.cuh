@@ -164,11 +164,14 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
             }
         });
         C row_factor[kRowsPerThread];  // what Output::element takes from the row (softmax: 1 / sum)
+        bool empty_row[kRowsPerThread];  // options: the row writes masked_rows' value (writes_empty_row)
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
             // The sum without the fast exp's factor, and what removes it from a held exp (softmax: 1, the
             // factor cancelling between the held exps and their sum).
-            row_factor[r] = Output::row_factor(group_sum<kLanes>(thread_sum[r]) * unbias[r], [&] { return unbias[r]; });
+            const C row_sum = group_sum<kLanes>(thread_sum[r]) * unbias[r];
+            row_factor[r] = Output::row_factor(row_sum, [&] { return unbias[r]; });
+            if constexpr (Input::kPerRow) empty_row[r] = writes_empty_row(input, row_max[r], row_sum);
         }
         const auto write = [&](const auto& output) {
             if constexpr (kPairedStores) {
@@ -212,7 +215,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
         if constexpr (Input::kPerRow) {
             // Rows with nothing to normalize follow masked_rows.
             write([&](int r, C held) -> C {
-                if (writes_empty_row(input, row_max[r])) return empty_row_value<C>(!Output::kUsesExp);
+                if (empty_row[r]) return empty_row_value<C>(!Output::kUsesExp);
                 return Output::element(held, row_max[r], row_factor[r]);
             });
         } else {
