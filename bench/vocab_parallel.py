@@ -8,7 +8,8 @@ vocabulary, one process per GPU, every case of issue 56's speed section in one r
 For bf16 logits of 8192 x 128256 and 16384 x 151936 split evenly along the vocabulary, and for each operator
 (softmax, log_softmax, logsumexp, cross_entropy forward, and cross_entropy forward + backward), every rank times
 five ways, with CUDA events after a warm-up (median of --repeats calls, every rank lined up by a barrier before
-each call and between cases):
+each call and between cases; the stream held by a spin kernel while the host enqueues each call, so the figures
+are device time, as compare_torch.py's):
   smx           smx.distributed.<op> of its shard (statistics, one all-gather of them, step 3)
   allgather     all_gather_into_tensor of the shards, then torch's operator on the whole rows
   megatron      the Megatron pattern in PyTorch, in float32: local max, all_reduce MAX, exp-sum, all_reduce SUM,
@@ -34,6 +35,7 @@ import os
 import socket
 import statistics
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -73,20 +75,52 @@ class Rotation:
         return self.tensors[self.turn]
 
 
+_sleep_cycles_per_us = None
+
+
+def sleep_cycles_per_us():
+    """The spin kernel's clock: torch.cuda._sleep cycles per microsecond, timed once."""
+    global _sleep_cycles_per_us
+    if _sleep_cycles_per_us is None:
+        torch.cuda._sleep(1000)  # the first launch loads the kernel's module: not part of the calibration
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 20_000_000
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _sleep_cycles_per_us = cycles / (start.elapsed_time(end) * 1000.0)
+    return _sleep_cycles_per_us
+
+
 def timed(fn, warmup, repeats, group):
-    """Median milliseconds of fn() by CUDA events, each call started with every rank lined up."""
+    """Median milliseconds of fn()'s device time by CUDA events, each call started with every rank lined up.
+    As compare_torch.py does, a spin kernel holds the stream while the host enqueues the call, so the events
+    time the GPU's work (kernels and collectives), not the host's gaps between launches; a call whose
+    enqueueing outlasts the hold is timed again with a hold four times as long."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    hold_us = 2000.0
     times = []
-    for _ in range(repeats):
+    while len(times) < repeats:
         dist.barrier(group=group)
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(int(hold_us * sleep_cycles_per_us()))
         start.record()
+        enqueue_start = time.perf_counter()
         fn()
+        enqueue_us = (time.perf_counter() - enqueue_start) * 1e6
         end.record()
         end.synchronize()
+        # Every rank must agree on re-timing, or their collectives would pair with the wrong calls.
+        held = torch.tensor([1.0 if enqueue_us < 0.8 * hold_us else 0.0], device="cuda")
+        dist.all_reduce(held, op=dist.ReduceOp.MIN, group=group)
+        if held.item() == 0.0:
+            hold_us *= 4
+            continue
         times.append(start.elapsed_time(end))
     dist.barrier(group=group)
     return statistics.median(times)
