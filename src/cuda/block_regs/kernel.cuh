@@ -392,7 +392,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             }
         };
         bool empty_row = false;  // masked_rows zero and nothing to normalize (options only; uniform per row)
-        if constexpr (Input::kPerRow) empty_row = input.writes_empty_row(row_stats.max, row_stats.sum);
+        // The sum of an all -inf row is 0 here, NaN only where a kept z is NaN.
+        if constexpr (Input::kPerRow) empty_row = input.writes_empty_row(row_stats.max, row_stats.sum != row_stats.sum);
         if (empty_row) {
             const C empty = empty_row_value<C>(!output.uses_exp());
             write([&](int) -> C { return empty; });

@@ -200,20 +200,20 @@ struct RowsOptionsInput {
         return {options, mask_row, read_len, scale};
     }
 
-    // Whether a row of these statistics writes empty_row_value everywhere: masked_rows zero and nothing to
-    // normalize (the formulas give such rows NaN, masked_rows nan's value). A kept NaN leaves the max -inf (the
-    // max skips NaN) but makes the sum NaN: that row stays NaN, as the reference has it.
+    // Whether a row writes empty_row_value everywhere: masked_rows zero and nothing to normalize (the formulas
+    // give such rows NaN, masked_rows nan's value). A kept NaN leaves the max -inf (the max skips NaN), but that
+    // row stays NaN, as the reference has it: row_has_nan says whether a kept z is NaN.
     template <class C>
-    __device__ __forceinline__ bool writes_empty_row(C row_max, C row_sum) const {
-        return options.zero_rows != 0 && row_max == neg_inf<C>() && row_sum == row_sum;
+    __device__ __forceinline__ bool writes_empty_row(C row_max, bool row_has_nan) const {
+        return options.zero_rows != 0 && row_max == neg_inf<C>() && !row_has_nan;
     }
 };
 
 // Whether a fast family's row writes empty_row_value (never for inputs without per-row options).
 template <class Input, class C>
-__device__ __forceinline__ bool writes_empty_row(const Input& input, C row_max, C row_sum) {
+__device__ __forceinline__ bool writes_empty_row(const Input& input, C row_max, bool row_has_nan) {
     if constexpr (Input::kPerRow) {
-        return input.writes_empty_row(row_max, row_sum);
+        return input.writes_empty_row(row_max, row_has_nan);
     } else {
         return false;
     }

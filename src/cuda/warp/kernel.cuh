@@ -92,6 +92,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
         const auto row_of = [&](int r) -> Index { return warp_row + group * kRowsPerThread + r; };
         C values[kRowsPerThread][kCols];
         C row_max[kRowsPerThread];
+        bool row_has_nan[kRowsPerThread];  // options: a kept z of the row is NaN (writes_empty_row)
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
             const bool row_valid = row_of(r) < rows();
@@ -140,6 +141,14 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
 #pragma unroll
             for (int c = 1; c < kCols; ++c) thread_max = max_skip_nan(thread_max, values[r][c]);
             row_max[r] = group_max_skip_nan<kLanes>(thread_max);
+            if constexpr (Input::kPerRow) {
+                // Whether a kept z is NaN: masked_rows zero must tell that row from an empty one, and here the
+                // sum of an all -inf row is NaN too.
+                C nans = 0;
+#pragma unroll
+                for (int c = 0; c < kCols; ++c) nans += values[r][c] != values[r][c] ? C(1) : C(0);
+                row_has_nan[r] = group_sum<kLanes>(nans) > C(0);
+            }
         }
         // Softmax keeps each exp (the write multiplies); log-softmax keeps v. Padding is -inf and adds
         // exp(-inf) = 0; an all -inf row gives NaN, as the reference does. One exp form for all of this
@@ -171,7 +180,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
             // factor cancelling between the held exps and their sum).
             const C row_sum = group_sum<kLanes>(thread_sum[r]) * unbias[r];
             row_factor[r] = Output::row_factor(row_sum, [&] { return unbias[r]; });
-            if constexpr (Input::kPerRow) empty_row[r] = writes_empty_row(input, row_max[r], row_sum);
+            if constexpr (Input::kPerRow) empty_row[r] = writes_empty_row(input, row_max[r], row_has_nan[r]);
         }
         const auto write = [&](const auto& output) {
             if constexpr (kPairedStores) {
