@@ -77,7 +77,8 @@ constexpr TuningTable kSm90{
         64,         // spatial_min_slice: as spatial-tile (#spatial-tile)
         2048,       // general_block_row_len: as the forward general family (#general)
     },
-    // Unmeasured: each value taken from the forward family with the same traffic (#log-probabilities).
+    // Each value taken from the forward family with the same traffic; wide_cta_min_len, fill_waves and the
+    // denser ce-regs searches moved by the first H200 runs (#log-probabilities-first-h200-runs).
     LogprobsTuning{
         128,    // eight_lane_max_len: one or two 16-byte packs a lane, as the warp family's narrow shapes
         2048,   // warp_max_len: a warp streams a row of up to 2048 as the general family does

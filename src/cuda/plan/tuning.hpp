@@ -89,8 +89,8 @@ struct BackwardTuning {
     std::int64_t general_block_row_len;    // backward-general: a block per row this long or longer, else a warp
 };
 
-// The log-probability kernels (src/cuda/logprobs). Not yet measured: performance.md#log-probabilities says where
-// each value comes from and which H200 runs are to settle it.
+// The log-probability kernels (src/cuda/logprobs). performance.md#log-probabilities says where each value comes
+// from and what the first H200 runs measured.
 struct LogprobsTuning {
     std::int64_t eight_lane_max_len;    // stats: rows this short take 8 lanes a row
     std::int64_t warp_max_len;          //   rows this short a warp a row, longer ones a CTA (or more)
