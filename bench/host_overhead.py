@@ -7,7 +7,8 @@ than the call itself.
 Each sample times `--calls` back-to-back calls (host time until the last one returns: the enqueue cost on a
 GPU), then synchronizes once (the "with sync" column adds that wait, so a case the device cannot keep up with
 shows there). The callers take turns sample by sample, so drift hits them alike; the table gives the median
-over `--samples` samples. On a machine without a GPU it runs on CPU tensors (a smoke run: host time there is
+over `--samples` samples, and the median of the paired differences smx - torch (same round), the comparison that
+drift does not move. On a machine without a GPU it runs on CPU tensors (a smoke run: host time there is
 mostly the computation). SMX_TORCH_EXTENSION=0 in the environment times the operators' Python kernels.
 Each shape's line names the plan libsmx runs it with (a cooperative or two-kernel launch costs more host time
 than one plain launch)."""
@@ -82,6 +83,13 @@ def time_cases(cases, calls, samples, warm_up, synchronize):
     return {name: (host[name], with_sync[name]) for name in cases}
 
 
+def paired_difference(timings, name, reference):
+    """Median over samples of name's host time minus reference's in the same round: the two ran back to back,
+    so drift between rounds (the machine's other load, clock changes) cancels, where the two medians of
+    samples each keep it."""
+    return statistics.median(a - b for a, b in zip(timings[name][0], timings[reference][0]))
+
+
 def commit():
     """$SMX_COMMIT (a tree copied without its history, as on a GPU machine), else git's HEAD."""
     if os.environ.get("SMX_COMMIT"):
@@ -120,6 +128,7 @@ def main():
     print(f"host us per call, median of {arguments.samples} samples of {calls} back-to-back calls "
           "(in brackets: with the final synchronize)")
     results = []
+    comparisons = []
     for shape, dtype in arguments.shape or SHAPES:
         generator = torch.Generator(device=device).manual_seed(0)
         x = (torch.randn(shape, generator=generator, device=device) * 3).to(dtype)
@@ -132,6 +141,7 @@ def main():
                 cases = {name: pair[index] for name, pair in by_caller.items()}
                 timings = time_cases(cases, calls, arguments.samples, arguments.warm_up, synchronize)
                 label = f"{'x'.join(map(str, shape))} {str(dtype).replace('torch.', '')} {variant}"
+                paired = paired_difference(timings, f"smx.{op}", f"torch.{op}")
                 row = []
                 for name, (host, with_sync) in timings.items():
                     median, median_sync = statistics.median(host), statistics.median(with_sync)
@@ -140,9 +150,11 @@ def main():
                                     "variant": variant, "plan": plan, "caller": name, "host_us": median,
                                     "with_sync_us": median_sync, "host_samples_us": host,
                                     "with_sync_samples_us": with_sync})
-                print(f"{label:28s} " + " | ".join(row))
+                print(f"{label:28s} " + " | ".join(row) + f" | smx - torch paired {paired:+6.2f}")
+                comparisons.append({"shape": list(shape), "dtype": str(dtype).replace("torch.", ""), "op": op,
+                                     "variant": variant, "smx_minus_torch_paired_us": paired})
     if arguments.json:
-        arguments.json.write_text(json.dumps({**header, "results": results}, indent=1) + "\n")
+        arguments.json.write_text(json.dumps({**header, "results": results, "comparisons": comparisons}, indent=1) + "\n")
         print(f"wrote {arguments.json}")
 
 
