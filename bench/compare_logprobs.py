@@ -28,13 +28,10 @@ binding's way (SMX_LIBRARY names the file).
 """
 
 import argparse
-import datetime
 import json
 import math
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +39,7 @@ import torch.nn.functional as F
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "bench"))
 import compare_torch  # noqa: E402
-from compare_torch import Timer, calls_for, commit_text, copy_bandwidth, summary  # noqa: E402  (the same timing)
+from compare_torch import Timer, calls_for, copy_bandwidth, run_meta, seeded_generator, summary  # noqa: E402  (the same timing)
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
 NAMES = {dtype: name for name, dtype in DTYPES.items()}
@@ -359,14 +356,11 @@ def main():
         sys.exit("compare_logprobs.py needs a CUDA device visible to PyTorch")
     smx = import_smx()
     liger_class, liger_note = (None, "--no-liger") if args.no_liger else import_liger()
-    generator = torch.Generator(device="cuda")
-    seed = args.seed if args.seed is not None else time.time_ns() % (1 << 63)
-    generator.manual_seed(seed)
+    generator, seed = seeded_generator(args)
     properties = torch.cuda.get_device_properties(0)
     timer = Timer()
     copy_bps = copy_bandwidth(timer, args.quick)
-    meta = {"device": properties.name, "commit": commit_text(args),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    meta = run_meta(args, properties.name)
     print(f"compare_logprobs: smx {smx.version()} ({smx.library_path()}), torch {torch.__version__}, "
           f"liger {'yes' if liger_class else 'no (' + str(liger_note) + ')'}, commit {meta['commit']}, seed {seed}")
     print(f"device: {properties.name}; copy bandwidth {copy_bps / 1e12:.3f} TB/s (bytes read + written)")

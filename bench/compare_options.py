@@ -39,7 +39,6 @@ way (SMX_LIBRARY names the file).
 """
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -51,8 +50,8 @@ import torch
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "bench"))
-from compare_torch import (DTYPES, NAMES, RTOL, UNDERFLOW_SLACK, Timer, calls_for, commit_text,  # noqa: E402
-                           copy_bandwidth, import_smx, merged_records, summary)
+from compare_torch import (DTYPES, NAMES, RTOL, UNDERFLOW_SLACK, Timer, calls_for, copy_bandwidth,  # noqa: E402
+                           import_smx, merged_records, run_meta, seeded_generator, summary)
 
 SCALE = 1.25  # temperature 0.8, as smx-bench --options
 ROW_SCALE_RANGE = (0.5, 2.0)
@@ -493,17 +492,14 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("compare_options.py needs a CUDA device visible to PyTorch (--device cpu checks on the CPU)")
     smx = import_smx()
-    generator = torch.Generator(device=args.device)
-    seed = args.seed if args.seed is not None else time.time_ns() % (1 << 63)
-    generator.manual_seed(seed)
+    generator, seed = seeded_generator(args, args.device)
     timer = copy_bps = None
     device_name = "cpu"
     if args.device == "cuda":
         timer = Timer()
         copy_bps = copy_bandwidth(timer, args.quick)
         device_name = torch.cuda.get_device_properties(0).name
-    meta = {"device": device_name, "commit": commit_text(args),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    meta = run_meta(args, device_name)
     print(f"compare_options: smx {smx.version()} ({smx.library_path()}), torch {torch.__version__}, "
           f"commit {meta['commit']}, seed {seed}")
     if copy_bps is not None:

@@ -172,6 +172,21 @@ def commit_text(args):
         return "unknown"
 
 
+def seeded_generator(args, device="cuda"):
+    """(generator, seed): a generator on `device` seeded with --seed, else from the clock (printed by the caller,
+    so a run can be repeated)."""
+    generator = torch.Generator(device=device)
+    seed = args.seed if args.seed is not None else time.time_ns() % (1 << 63)
+    generator.manual_seed(seed)
+    return generator, seed
+
+
+def run_meta(args, device_name):
+    """The fields every record of a run carries: the device, the commit measured and the date."""
+    return {"device": device_name, "commit": commit_text(args),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
 def import_smx():
     try:
         import smx  # noqa: F401  (an installed binding)
@@ -635,14 +650,11 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("compare_torch.py needs a CUDA device visible to PyTorch")
     smx = import_smx()
-    generator = torch.Generator(device="cuda")
-    seed = args.seed if args.seed is not None else time.time_ns() % (1 << 63)
-    generator.manual_seed(seed)
+    generator, seed = seeded_generator(args)
     properties = torch.cuda.get_device_properties(0)
     timer = Timer()
     copy_bps = copy_bandwidth(timer, args.quick)
-    meta = {"device": properties.name, "commit": commit_text(args),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    meta = run_meta(args, properties.name)
     print(f"compare_torch: smx {smx.version()} ({smx.library_path()}), torch {torch.__version__}, "
           f"commit {meta['commit']}, seed {seed}")
     print(f"device: {properties.name}, L2 {properties.L2_cache_size / 2**20:.0f} MiB; "
