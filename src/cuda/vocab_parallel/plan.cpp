@@ -325,7 +325,8 @@ smxStatus_t make_cuda_shard_statistics_plan(const ShardStatisticsInfo& info, int
     cuda::ScopedDevice device(device_id);
     SMX_RETURN_IF_ERROR(device.status());
     const bool vector = info.layout == RowLayout::Rows;
-    const void* kernel = cuda::statistics_kernel(info.x_dtype, vector);
+    const bool cross_entropy = info.width == cuda::kCrossEntropyStatisticsWidth;
+    const void* kernel = cuda::statistics_kernel(info.x_dtype, vector, cross_entropy);
     SMX_RETURN_IF_ERROR(require(kernel, "vocab-parallel statistics", info.x_dtype, info.stats_dtype));
     Step<cuda::StatisticsParams> step;
     step.params.space = row_space(info);
@@ -336,13 +337,15 @@ smxStatus_t make_cuda_shard_statistics_plan(const ShardStatisticsInfo& info, int
     step.params.vocab_start = info.vocab_start;
     step.params.width = static_cast<int>(info.width);
     step.params.target_is_i64 = info.target_dtype == SMX_DTYPE_I64 ? 1 : 0;
+    // The row length alone picks the CTA size, so a shard's statistics keep one summation order on every run.
+    const int threads =
+        info.row_len >= cuda::kStatisticsWideRowLen ? cuda::kStatisticsMaxThreads : cuda::kVocabParallelThreads;
     unsigned grid = 0;
-    SMX_RETURN_IF_ERROR(rows_grid(kernel, cuda::kVocabParallelThreads, info.rows, limits, &grid));
-    step.launch = Launch{kernel, dim3(grid), dim3(cuda::kVocabParallelThreads), 0, 0};
+    SMX_RETURN_IF_ERROR(rows_grid(kernel, threads, info.rows, limits, &grid));
+    step.launch = Launch{kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), 0, 0};
     *plan = std::make_unique<CudaShardStatisticsPlan>(
         device_id, step,
-        fmt::format("cuda vocab-parallel statistics vector={} threads={} grid={}", vector ? 1 : 0,
-                    cuda::kVocabParallelThreads, grid));
+        fmt::format("cuda vocab-parallel statistics vector={} threads={} grid={}", vector ? 1 : 0, threads, grid));
     return SMX_STATUS_SUCCESS;
 }
 
