@@ -6,7 +6,8 @@
 //                where the axis is contiguous
 //   normalize    an element-wise pass with a per-row value: the row's statistics combined over the ranks, then
 //                y = exp(x - M) / S or x - M - log S (softmax), or the shard's dlogits (cross-entropy); CTAs over
-//                chunks of a row, 16-byte loads and stores where the row allows, any layout otherwise
+//                chunks of a row, each thread loading all its 16-byte packs of a chunk before storing any, where
+//                the row allows; any layout otherwise
 //   row          a thread per row, any layout: the combined logsumexp, or a cross-entropy row's loss (and lse)
 //   count/reduce one CTA each: the rows a MEAN counts, and the per-row losses added in a fixed order
 #pragma once
@@ -121,6 +122,9 @@ constexpr int kVocabParallelThreads = 256;  // normalize CTAs, and statistics CT
 // log-probability stats kernel's wide_cta_min_len (cuda/plan/tuning.cpp) does on the same traffic.
 constexpr std::int64_t kStatisticsWideRowLen = 65536;
 constexpr int kStatisticsMaxThreads = 512;  // the statistics kernel's launch bound
+// 16-byte packs (of the wider dtype) each normalize thread has in flight: its whole share of a chunk, loaded
+// before any is stored (x and y may be one buffer, so the compiler would not hoist loads over stores itself).
+constexpr int kNormalizePacksPerThread = 4;
 constexpr int kRowThreads = 128;            // row kernel CTAs (a thread per row)
 constexpr int kLossThreads = 1024;          // the one CTA of count and reduce: fixed, so the sum's order is too
 

@@ -23,9 +23,6 @@ namespace {
 
 using cuda::Launch;
 
-// Elements (of the wider dtype: 16-byte packs) a thread of the normalize kernel moves per CTA: enough loads in
-// flight per thread to cover DRAM latency, few enough CTAs per row that the row's statistics are read rarely.
-constexpr std::int64_t kPacksPerThread = 4;
 constexpr std::int64_t kMaxGridY = 65535;  // the rows of one launch's grid.y; the kernel loops past them
 
 cuda::RowSpace row_space(const RowGeometry& g) {
@@ -80,7 +77,9 @@ smxStatus_t normalize_step(const RowGeometry& g, smxDataType_t x_dtype, smxDataT
     SMX_RETURN_IF_ERROR(require(kernel, "vocab-parallel normalize", x_dtype, y_dtype));
     const std::int64_t pack =
         vector ? 16 / static_cast<std::int64_t>(std::max(dtype_size(x_dtype), dtype_size(y_dtype))) : 1;
-    params.chunk = cuda::kVocabParallelThreads * pack * kPacksPerThread;
+    // A thread's packs per CTA: enough loads in flight to cover DRAM latency, and few enough CTAs per row that
+    // the row's statistics are read rarely.
+    params.chunk = cuda::kVocabParallelThreads * pack * cuda::kNormalizePacksPerThread;
     params.vector = vector ? 1 : 0;
     const std::int64_t chunks = cuda::ceil_div(std::max<std::int64_t>(g.row_len, 1), params.chunk);
     const auto grid_y = static_cast<unsigned>(std::min<std::int64_t>(std::max<std::int64_t>(g.rows, 1), kMaxGridY));
