@@ -1,7 +1,8 @@
 // [cuda] the vocabulary-parallel operators on a CUDA handle, as W ranks run them in one process
 // (support/vocab_parallel_runner.hpp, with every tensor in device memory), against the float64 references of the
 // whole rows: both kernels of each step (16-byte packs on Rows, strided elsewhere), rows whose shards start
-// unaligned, padded rows whose y is not aligned like x, rows over several CTAs, more rows than one grid.y holds,
+// unaligned, padded rows whose y is not aligned like x, rows over several CTAs, shards on both sides of the
+// statistics kernel's CTA-size threshold, more rows than one grid.y holds,
 // every dtype, special rows, every reduction and label smoothing, in place, and every rank's loss the same bits.
 #include <catch2/catch.hpp>
 
@@ -181,6 +182,44 @@ TEST_CASE(
                     }
                 }
             }
+        }
+    }
+}
+
+TEST_CASE("CUDA vocab-parallel statistics take 512-thread CTAs from kStatisticsWideRowLen elements a row on",
+          "[cuda][vocab_parallel]") {
+    for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32}) {
+        const std::string below = plans_of({{2, 65535}, {}, 1, "just below"}, dtype);
+        const std::string at = plans_of({{2, 65536}, {}, 1, "at"}, dtype);
+        INFO(below << "\n" << at);
+        CHECK(below.find("threads=256") != std::string::npos);
+        CHECK(at.find("threads=512") != std::string::npos);
+    }
+}
+
+// Shards on both sides of the statistics kernel's CTA-size threshold in one row: 65535 elements from an aligned
+// start (256 threads), 65536 from an odd one (512 threads, an unaligned head), and 2 (no whole pack on most
+// dtypes). 14 rows: every kind of special row (set_special_rows) once.
+TEST_CASE("CUDA sharded operators on shards at the statistics kernel's CTA-size threshold", "[cuda][vocab_parallel]") {
+    DeviceBackend backend;
+    const Problem problem{{14, 131073}, {}, 1, "threshold shards"};
+    const Sharding sharding{1, {0, 65535, 131071}, {65535, 65536, 2}};
+    for (smxDataType_t dtype : kFloatTypes) {
+        for (bool log_mode : {false, true}) {
+            const smxDataType_t y_dtype = kFloatTypes[(dtype + log_mode) % 4];
+            INFO(dtype_name(dtype) << "->" << dtype_name(y_dtype) << " log " << log_mode);
+            CHECK(check_sharded_softmax(backend, random_x(dtype, problem, true), sharding, log_mode, y_dtype) == "");
+        }
+        INFO(dtype_name(dtype));
+        CHECK(check_sharded_logsumexp(backend, random_x(dtype, problem, true), sharding, false) == "");
+        for (smxLossReduction_t reduction : {SMX_REDUCTION_NONE, SMX_REDUCTION_SUM}) {
+            const bool in_place = reduction == SMX_REDUCTION_SUM;
+            const double eps = in_place ? 0.1 : 0.0;
+            INFO("cross-entropy reduction " << reduction << (in_place ? " in place" : ""));
+            HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, problem.shape, 1);
+            fill_shard_targets(target, sharding, problem.shape[1], -100);
+            CHECK(check_sharded_cross_entropy(backend, random_x(dtype, problem, !in_place), target, sharding,
+                                              cross_entropy_options(reduction, -100, eps), dtype, in_place) == "");
         }
     }
 }

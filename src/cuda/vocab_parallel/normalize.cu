@@ -2,7 +2,8 @@
 // with one formula per row, made once per row from the ranks' statistics combined in rank order (a handful of
 // loads from L2). Shape class: any rows of any layout; grid.x covers a row in chunks, grid.y the rows (looping
 // past 65535). Traffic: x read once, y written once, the row's statistics (ranks * width values) per CTA.
-// The vector kernel (Rows layout) moves 16-byte packs of the wider dtype: a row's elements before x's first
+// The vector kernel (Rows layout) moves 16-byte packs of the wider dtype, each thread loading all its packs of the
+// chunk (x's streaming) before the row's formula and the stores (evict-first): a row's elements before x's first
 // pack boundary and after its last pack go element by element, and a row whose y is not aligned like its x
 // (a padded row stride, say) goes element by element entirely; the other kernel steps along the axis strides.
 #include "cuda/vocab_parallel/common.cuh"
@@ -74,42 +75,88 @@ __device__ __forceinline__ void strided_elements(const NormalizeParams& p, const
     }
 }
 
-// The same over a contiguous row in packs: chunk c of grid.x covers the packs from x's first pack boundary
-// on; chunk 0 also takes the elements before it and after the last whole pack.
-template <class X, class Y, class Value>
-__device__ __forceinline__ void packed_elements(const NormalizeParams& p, const X* x_row, Y* y_row,
-                                                const Value& value) {
-    using C = PairComputeType<X, Y>;
-    constexpr int kPack = kPackOfPair<X, Y>;
-    const std::int64_t n = p.row_len;
+// A contiguous row split at x's 16-byte pack boundary: `head` elements before it, `packs` whole packs of kPack,
+// the elements from `tail` on after them. y_aligned: y's packs start aligned too (else the row goes element by
+// element, strided_elements).
+struct PackedRow {
+    std::int64_t head;
+    std::int64_t packs;
+    std::int64_t tail;
+    bool y_aligned;
+};
+
+template <int kPack, class X, class Y>
+__device__ __forceinline__ PackedRow packed_row(std::int64_t n, const X* x_row, const Y* y_row) {
     const auto x_address = reinterpret_cast<std::uintptr_t>(x_row) / sizeof(X);
     const auto to_boundary = static_cast<std::int64_t>((kPack - x_address % kPack) % kPack);
     const std::int64_t head = to_boundary < n ? to_boundary : n;
-    if (reinterpret_cast<std::uintptr_t>(y_row + head) % kStoreAlignment<Y, kPack> != 0) {
-        strided_elements(p, x_row, y_row, value);  // y not aligned like x: this row element by element
-        return;
-    }
     const std::int64_t packs = (n - head) / kPack;
-    const std::int64_t tail = head + packs * kPack;
-    const std::int64_t packs_per_chunk = p.chunk / kPack;
-    const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * packs_per_chunk;
-    const std::int64_t end = first + packs_per_chunk < packs ? first + packs_per_chunk : packs;
-#pragma unroll 4
-    for (std::int64_t k = first + threadIdx.x; k < end; k += blockDim.x) {
-        const std::int64_t j = head + k * kPack;
-        C values[kPack];
-        load_pack<X, C, kPack>(x_row + j, values);
+    const bool y_aligned = reinterpret_cast<std::uintptr_t>(y_row + head) % kStoreAlignment<Y, kPack> == 0;
+    return {head, packs, head + packs * kPack, y_aligned};
+}
+
+// This thread's packs of its CTA's chunk of a contiguous row (chunk c of grid.x covers the packs
+// [c * packs_per_chunk, (c + 1) * packs_per_chunk) from x's first pack boundary on), all loaded before any is
+// stored: kNormalizePacksPerThread loads in flight. Streaming: x is read and y written for the last time here.
+template <class X, class Y>
+struct ChunkPacks {
+    static constexpr int kPack = kPackOfPair<X, Y>;
+    static constexpr int kCount = kNormalizePacksPerThread;
+    // Evict-first accesses move 8- or 16-byte units only; narrower packs (a 16-bit side of a pair with f64) do not
+    // stream.
+    static constexpr bool kStreamLoads = kPack * sizeof(X) >= 8;
+    static constexpr Access kStoreAccess = kPack * sizeof(Y) >= 8 ? Access::Streaming : Access::Normal;
+    Packed<X, kPack> raw[kCount];
+    std::int64_t first;  // this thread's first pack; the others follow blockDim.x apart
+    std::int64_t end;    // the chunk's end, in packs
+
+    __device__ __forceinline__ void load(const NormalizeParams& p, const PackedRow& row, const X* x_row) {
+        const std::int64_t packs_per_chunk = p.chunk / kPack;
+        const std::int64_t chunk_first = static_cast<std::int64_t>(blockIdx.x) * packs_per_chunk;
+        first = chunk_first + threadIdx.x;
+        end = chunk_first + packs_per_chunk < row.packs ? chunk_first + packs_per_chunk : row.packs;
+        const auto* body = reinterpret_cast<const Packed<X, kPack>*>(x_row + row.head);
 #pragma unroll
-        for (int e = 0; e < kPack; ++e) values[e] = value(values[e], j + e);
-        store_pack<Y, kPack>(y_row + j, values);
+        for (int u = 0; u < kCount; ++u) {
+            const std::int64_t k = first + static_cast<std::int64_t>(u) * blockDim.x;
+            if (k < end) {
+                if constexpr (kStreamLoads) {
+                    raw[u] = load_streaming(body + k);
+                } else {
+                    raw[u] = body[k];
+                }
+            }
+        }
     }
-    if (blockIdx.x == 0) {
-        for (std::int64_t j = threadIdx.x; j < head; j += blockDim.x) {
-            y_row[j] = StoreAs<Y>::from(value(C(to_compute(x_row[j])), j));
+
+    // Stores value(v, j) for each loaded element v of column j.
+    template <class Value>
+    __device__ __forceinline__ void store(const PackedRow& row, Y* y_row, const Value& value) const {
+        using C = PairComputeType<X, Y>;
+#pragma unroll
+        for (int u = 0; u < kCount; ++u) {
+            const std::int64_t k = first + static_cast<std::int64_t>(u) * blockDim.x;
+            if (k >= end) continue;
+            const std::int64_t j = row.head + k * kPack;
+            C values[kPack];
+            widen_pack(raw[u], values);
+#pragma unroll
+            for (int e = 0; e < kPack; ++e) values[e] = value(values[e], j + e);
+            store_pack<Y, kPack, kStoreAccess>(y_row + j, values);
         }
-        for (std::int64_t j = tail + threadIdx.x; j < n; j += blockDim.x) {
-            y_row[j] = StoreAs<Y>::from(value(C(to_compute(x_row[j])), j));
-        }
+    }
+};
+
+// The elements of a packed row outside its packs, taken by chunk 0's CTA.
+template <class X, class Y, class Value>
+__device__ __forceinline__ void row_edges(const NormalizeParams& p, const PackedRow& row, const X* x_row, Y* y_row,
+                                          const Value& value) {
+    using C = PairComputeType<X, Y>;
+    if (blockIdx.x != 0) return;
+    const std::int64_t edges = row.head + (p.row_len - row.tail);
+    for (std::int64_t e = threadIdx.x; e < edges; e += blockDim.x) {
+        const std::int64_t j = e < row.head ? e : row.tail + (e - row.head);
+        y_row[j] = StoreAs<Y>::from(value(C(to_compute(x_row[j])), j));
     }
 }
 
@@ -117,25 +164,40 @@ template <class X, class Y, bool kVector>
 __global__ void __launch_bounds__(kVocabParallelThreads) shard_normalize(const NormalizeParams p) {
     using C = PairComputeType<X, Y>;
     using S = ComputeType<X>;  // the statistics' dtype: double for f64 x, else float
+    constexpr int kPack = kPackOfPair<X, Y>;
     const X* x = static_cast<const X*>(p.x);
     Y* y = static_cast<Y*>(p.y);
     for (std::int64_t row = blockIdx.y; row < p.space.rows; row += gridDim.y) {
-        const RowFormula<C> f = row_formula<S, C>(p, row);
         const X* x_row = x + row_start(p.space, p.x_strides, row);
         Y* y_row = y + row_start(p.space, p.y_strides, row);
+        PackedRow packed{};
+        ChunkPacks<X, Y> chunk;
+        if constexpr (kVector) {
+            packed = packed_row<kPack>(p.row_len, x_row, y_row);
+            // x's packs first: their DRAM reads overlap the statistics' L2 reads the formula makes.
+            if (packed.y_aligned) chunk.load(p, packed, x_row);
+        }
+        const RowFormula<C> f = row_formula<S, C>(p, row);
         const auto run = [&](const auto& value) {
             if constexpr (kVector) {
-                packed_elements(p, x_row, y_row, value);
-            } else {
-                strided_elements(p, x_row, y_row, value);
+                if (packed.y_aligned) {
+                    chunk.store(packed, y_row, value);
+                    row_edges(p, packed, x_row, y_row, value);
+                    return;
+                }
             }
+            strided_elements(p, x_row, y_row, value);
         };
         // One loop per kind of formula: none branches per element but on the target's column.
         switch (f.kind) {
             case RowFormula<C>::Exp:
-                run([&](C v, std::int64_t j) {
-                    const C shifted = f.a * exp_of(v - f.max) + f.b;
-                    return j == f.target_column ? shifted + f.d : shifted;
+                // exp(v - max) relative to one shift: an FFMA and an ex2 per element where the max allows.
+                with_shifted_exp(f.max, [&](const auto& exp) {
+                    const C a = f.a * exp.unbias();
+                    run([&](C v, std::int64_t j) {
+                        const C shifted = a * exp(v) + f.b;
+                        return j == f.target_column ? shifted + f.d : shifted;
+                    });
                 });
                 break;
             case RowFormula<C>::Log: run([&](C v, std::int64_t) { return (v - f.max) - f.log_sum; }); break;

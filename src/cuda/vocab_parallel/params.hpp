@@ -2,10 +2,12 @@
 // constants the instances are compiled with and the instance getters. Plain C++: no CUDA types.
 // The kernels (docs/cuda-kernels.md, "Vocabulary-parallel"):
 //   statistics   a CTA per row: one read of the shard's row, its (max, sum of exp) and, for cross-entropy, the
-//                target's logit, the mean logit and the class count; 16-byte loads where the axis is contiguous
+//                target's logit, the mean logit and the class count; several 16-byte loads in flight per thread
+//                where the axis is contiguous
 //   normalize    an element-wise pass with a per-row value: the row's statistics combined over the ranks, then
 //                y = exp(x - M) / S or x - M - log S (softmax), or the shard's dlogits (cross-entropy); CTAs over
-//                chunks of a row, 16-byte loads and stores where the row allows, any layout otherwise
+//                chunks of a row, each thread loading all its 16-byte packs of a chunk before storing any, where
+//                the row allows; any layout otherwise
 //   row          a thread per row, any layout: the combined logsumexp, or a cross-entropy row's loss (and lse)
 //   count/reduce one CTA each: the rows a MEAN counts, and the per-row losses added in a fixed order
 #pragma once
@@ -115,12 +117,20 @@ struct LossParams {
     int mean = 0;
 };
 
-constexpr int kVocabParallelThreads = 256;  // statistics and normalize CTAs
+constexpr int kVocabParallelThreads = 256;  // normalize CTAs, and statistics CTAs on rows shorter than below
+// Statistics rows this long take kStatisticsMaxThreads-thread CTAs: twice the loads in flight per row, as the
+// log-probability stats kernel's wide_cta_min_len (cuda/plan/tuning.cpp) does on the same traffic.
+constexpr std::int64_t kStatisticsWideRowLen = 65536;
+constexpr int kStatisticsMaxThreads = 512;  // the statistics kernel's launch bound
+// 16-byte packs (of the wider dtype) each normalize thread has in flight: its whole share of a chunk, loaded
+// before any is stored (x and y may be one buffer, so the compiler would not hoist loads over stores itself).
+constexpr int kNormalizePacksPerThread = 4;
 constexpr int kRowThreads = 128;            // row kernel CTAs (a thread per row)
 constexpr int kLossThreads = 1024;          // the one CTA of count and reduce: fixed, so the sum's order is too
 
-// Instances; nullptr for a dtype (pair) without one. stats_dtype is F32, or F64 for F64 x.
-const void* statistics_kernel(smxDataType_t x_dtype, bool vector);
+// Instances; nullptr for a dtype (pair) without one. stats_dtype is F32, or F64 for F64 x. cross_entropy: the
+// statistics kernel writes kCrossEntropyStatisticsWidth values per row, else kSoftmaxStatisticsWidth.
+const void* statistics_kernel(smxDataType_t x_dtype, bool vector, bool cross_entropy);
 const void* normalize_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool vector);
 const void* row_kernel(smxDataType_t stats_dtype);
 const void* count_kernel();

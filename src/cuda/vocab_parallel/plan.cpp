@@ -23,9 +23,6 @@ namespace {
 
 using cuda::Launch;
 
-// Elements (of the wider dtype: 16-byte packs) a thread of the normalize kernel moves per CTA: enough loads in
-// flight per thread to cover DRAM latency, few enough CTAs per row that the row's statistics are read rarely.
-constexpr std::int64_t kPacksPerThread = 4;
 constexpr std::int64_t kMaxGridY = 65535;  // the rows of one launch's grid.y; the kernel loops past them
 
 cuda::RowSpace row_space(const RowGeometry& g) {
@@ -80,7 +77,9 @@ smxStatus_t normalize_step(const RowGeometry& g, smxDataType_t x_dtype, smxDataT
     SMX_RETURN_IF_ERROR(require(kernel, "vocab-parallel normalize", x_dtype, y_dtype));
     const std::int64_t pack =
         vector ? 16 / static_cast<std::int64_t>(std::max(dtype_size(x_dtype), dtype_size(y_dtype))) : 1;
-    params.chunk = cuda::kVocabParallelThreads * pack * kPacksPerThread;
+    // A thread's packs per CTA: enough loads in flight to cover DRAM latency, and few enough CTAs per row that
+    // the row's statistics are read rarely.
+    params.chunk = cuda::kVocabParallelThreads * pack * cuda::kNormalizePacksPerThread;
     params.vector = vector ? 1 : 0;
     const std::int64_t chunks = cuda::ceil_div(std::max<std::int64_t>(g.row_len, 1), params.chunk);
     const auto grid_y = static_cast<unsigned>(std::min<std::int64_t>(std::max<std::int64_t>(g.rows, 1), kMaxGridY));
@@ -325,7 +324,8 @@ smxStatus_t make_cuda_shard_statistics_plan(const ShardStatisticsInfo& info, int
     cuda::ScopedDevice device(device_id);
     SMX_RETURN_IF_ERROR(device.status());
     const bool vector = info.layout == RowLayout::Rows;
-    const void* kernel = cuda::statistics_kernel(info.x_dtype, vector);
+    const bool cross_entropy = info.width == cuda::kCrossEntropyStatisticsWidth;
+    const void* kernel = cuda::statistics_kernel(info.x_dtype, vector, cross_entropy);
     SMX_RETURN_IF_ERROR(require(kernel, "vocab-parallel statistics", info.x_dtype, info.stats_dtype));
     Step<cuda::StatisticsParams> step;
     step.params.space = row_space(info);
@@ -336,13 +336,15 @@ smxStatus_t make_cuda_shard_statistics_plan(const ShardStatisticsInfo& info, int
     step.params.vocab_start = info.vocab_start;
     step.params.width = static_cast<int>(info.width);
     step.params.target_is_i64 = info.target_dtype == SMX_DTYPE_I64 ? 1 : 0;
+    // The row length alone picks the CTA size, so a shard's statistics keep one summation order on every run.
+    const int threads =
+        info.row_len >= cuda::kStatisticsWideRowLen ? cuda::kStatisticsMaxThreads : cuda::kVocabParallelThreads;
     unsigned grid = 0;
-    SMX_RETURN_IF_ERROR(rows_grid(kernel, cuda::kVocabParallelThreads, info.rows, limits, &grid));
-    step.launch = Launch{kernel, dim3(grid), dim3(cuda::kVocabParallelThreads), 0, 0};
+    SMX_RETURN_IF_ERROR(rows_grid(kernel, threads, info.rows, limits, &grid));
+    step.launch = Launch{kernel, dim3(grid), dim3(static_cast<unsigned>(threads)), 0, 0};
     *plan = std::make_unique<CudaShardStatisticsPlan>(
         device_id, step,
-        fmt::format("cuda vocab-parallel statistics vector={} threads={} grid={}", vector ? 1 : 0,
-                    cuda::kVocabParallelThreads, grid));
+        fmt::format("cuda vocab-parallel statistics vector={} threads={} grid={}", vector ? 1 : 0, threads, grid));
     return SMX_STATUS_SUCCESS;
 }
 
