@@ -88,10 +88,12 @@ std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const Hos
 
 // Every option on contiguous (rows, n) rows of one dtype pair, with special rows: the plain special rows,
 // a fully excluded row, per-row scales of 0, negative, huge, NaN and infinite, causal windows whose ends fall
-// inside packs, empty rows under both masked-rows modes. `kind` is the family every spec must plan; each result
-// is checked against the float64 reference.
+// inside packs, empty rows under both masked-rows modes, masks shared by every row (row stride 0: with n odd,
+// their rows are not aligned as x's, so block-regs reads them element by element, the others as vectors).
+// `kind` is the family every spec must plan and `plan_part` ("" for any) a part of its plan text; each result is
+// checked against the float64 reference.
 void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
-                                std::int64_t n, const char* kind) {
+                                std::int64_t n, const char* kind, const char* plan_part = "") {
     HostTensor x = make_tensor(x_dtype, {rows, n});
     fill_random(x, test_rng());
     add_special_rows(x);
@@ -103,6 +105,7 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
     for (std::int64_t j = 0; j < n; ++j) keep.set((rows - 1) * n + j, false);  // the last row: nothing kept
     const HostTensor additive = random_additive_mask(x_dtype, {rows, n}, test_rng());
     const HostTensor shared_additive = random_additive_mask(SMX_DTYPE_F32, {n}, test_rng());  // row stride 0
+    const HostTensor shared_keep = random_keep_mask({n}, test_rng(), 0.6);
     const std::int64_t causal_offsets[] = {0, -2, n - rows, n / 3 + 1};
     for (bool log_mode : {false, true}) {
         HostTensor y = make_tensor(y_dtype, {rows, n});
@@ -124,6 +127,9 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
         spec.mask = &shared_additive;
         spec.scale_tensor = &scale;
         specs.push_back(spec);
+        spec = {};
+        spec.mask = &shared_keep;
+        specs.push_back(spec);
         for (std::int64_t k : causal_offsets) {
             spec = {};
             spec.causal = k;
@@ -144,6 +150,7 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
             CHECK(mismatch == "");
             CHECK(plan.find(" options=") != std::string::npos);
             CHECK(kernel_kind(plan) == kind);
+            CHECK(plan.find(plan_part) != std::string::npos);
         }
     }
 }
@@ -229,9 +236,25 @@ TEST_CASE("cuda options: grid-regs and clusters of long rows, and a row longer t
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 100003, "block-regs");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 2, 100003, "block-regs");
-    // 16 CTAs x 1024 threads x 16 values (kBlockRegsOptionsMaxValues) hold 262144 elements: a longer row that
-    // the plain problem's cluster holds runs its options on the general family.
-    check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 300001, "general");
+    // 16 CTAs x 1024 threads x 16 values hold 262144 elements: a longer row takes the 32-value options instances
+    // (f32 -> f32/bf16, 16-bit -> itself, bf16 -> f32), up to 524288 as the plain cluster (16-bit: its packed 64
+    // values x 512 threads). f16 -> f32 has no 32-value options instance, and a row past 524288 no cluster.
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 300001, "block-regs", "values=32");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 2, 300001, "block-regs", "values=32");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 2, 300001, "block-regs", "values=32");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 2, 524288, "block-regs", "values=32");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 2, 300001, "block-regs", "values=32");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F32, 2, 300001, "general");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 2, 524289, "general");
+}
+
+TEST_CASE("cuda options: rows the plain problem gives 32 or 64 values take the 32-value options instances",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // Rows of the benchmark's long-row range whose plain plans take 32 values (f32) or the packed 64 (16-bit).
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 3, 32768, "block-regs");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 3, 32768, "block-regs");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, 65537, "block-regs");
 }
 
 TEST_CASE("cuda options: the problems the fast families leave to the general family", "[cuda][options]") {

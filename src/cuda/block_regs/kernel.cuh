@@ -186,30 +186,6 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
             }
         }
-        // Options: bit i set where value i is excluded (past the window, or a keep mask's false), read while
-        // the x loads are in flight.
-        std::uint32_t excluded = 0;
-        if constexpr (Input::kPerRow) {
-#pragma unroll
-            for (int p = 0; p < kPacks; ++p) {
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    if (slice_index(p, k) >= read_count) excluded |= 1u << (p * kPack + k);
-                }
-            }
-            visit_keep_mask(row_options, slice_begin, [&](const auto& mask) {
-#pragma unroll
-                for (int p = 0; p < kPacks; ++p) {
-                    if (p * threads + tid >= body_packs) continue;
-#pragma unroll
-                    for (int k = 0; k < kPack; ++k) {
-                        const int index = slice_index(p, k);
-                        if (index < read_count && !mask.keeps(index)) excluded |= 1u << (p * kPack + k);
-                    }
-                }
-            });
-        }
-
         C edge;
         if constexpr (Input::kPerRow) {
             edge = has_edge && edge_index < read_count ? row_options(to_compute(x_slice[edge_index]), slice_begin + edge_index)
@@ -220,26 +196,26 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         bool loaded[kPacks];
         C held[kPackedHold ? 1 : kValues];  // widened values (packed hold: raw is what the thread holds)
         if constexpr (Input::kPerRow) {
-            // z = scale * x for the kept values, -inf for the excluded ones.
-#pragma unroll
-            for (int p = 0; p < kPacks; ++p) {
-                loaded[p] = p * threads + tid < body_packs;
-                widen_pack(raw[p], &held[p * kPack]);
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    const int i = p * kPack + k;
-                    held[i] = (excluded >> i) & 1u ? neg_inf<C>() : row_options.scale * held[i];
-                }
-            }
-            // An additive mask's elements, added to the kept values.
-            visit_additive_mask(row_options, slice_begin, [&](const auto& mask) {
+            // z = scale * x as each pack is widened, -inf past the causal window or where a keep mask excludes,
+            // plus an additive mask: the mask read a pack at a time here, so no option state per value outlives
+            // this loop. A pack wholly past the window reads neither x nor mask.
+            visit_mask_packs<kPack>(row_options, slice_begin + head, [&](const auto& read_mask_pack) {
 #pragma unroll
                 for (int p = 0; p < kPacks; ++p) {
-                    if (!loaded[p]) continue;
+                    const int pack = p * threads + tid;
+                    loaded[p] = pack < body_packs;
+                    const int first = slice_index(p, 0);
+                    if (!loaded[p] || first >= read_count) {
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) held[p * kPack + k] = neg_inf<C>();
+                        continue;
+                    }
+                    const auto mask = read_mask_pack(pack);
+                    widen_pack(raw[p], &held[p * kPack]);
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
-                        const int i = p * kPack + k;
-                        if (!((excluded >> i) & 1u)) held[i] = mask(held[i], slice_index(p, k));
+                        const C z = mask(row_options.scale * held[p * kPack + k], k);
+                        held[p * kPack + k] = first + k < read_count ? z : neg_inf<C>();
                     }
                 }
             });
@@ -474,15 +450,15 @@ __global__ void __launch_bounds__(1024) block_regs_softmax_steps(const ParamBloc
     block_regs_modes<X, Y, kGridRegsStepsValues, true>(args);
 }
 
-// The options instances (RowsOptionsInput), 8 and 16 values (kBlockRegsOptionsMaxValues): the plain kernels'
-// launch bounds, no row steps.
+// The options instances (RowsOptionsInput), 8, 16 and 32 values (kBlockRegsOptionsMaxValues): the plain
+// kernels' launch bounds, no row steps.
 template <class X, class Y, int kValues>
 __global__ void __launch_bounds__(1024) block_regs_softmax_options(const ParamBlock<BlockRegsParams> args) {
     block_regs_modes<X, Y, kValues, false, RowsOptionsInput>(args);
 }
 
-// The plain kernel of `values_per_thread`, or with kOptions its options instance (pairs of kRowsOptionsPair, 8
-// and 16 values).
+// The plain kernel of `values_per_thread`, or with kOptions its options instance (pairs of kRowsOptionsPair, 8,
+// 16 and 32 values).
 template <class X, class Y, bool kOptions = false>
 const void* block_regs_instance(int values_per_thread) {
     if constexpr (kOptions && !kRowsOptionsPair<X, Y>) {
@@ -491,6 +467,12 @@ const void* block_regs_instance(int values_per_thread) {
         switch (values_per_thread) {
             case 8: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 8>);
             case 16: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 16>);
+            case 32:
+                // f16 -> f32's options form spills at 32 values (docs/cuda-kernels.md, "Options instances").
+                if constexpr (!(std::is_same_v<X, __half> && std::is_same_v<Y, float>)) {
+                    return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 32>);
+                }
+                return nullptr;
             default: return nullptr;
         }
     } else {

@@ -41,9 +41,9 @@ struct BlockRegsParams {
 // packed two to a register).
 constexpr std::array<int, 4> kBlockRegsValueCounts{{8, 16, 32, 64}};
 constexpr int kBlockRegsMaxThreads = 1024;
-// Options instances exist up to this many values per thread: the plain 32- and 64-value instances already take
-// all 64 registers, and the options' state (a scale, the excluded values' bits, mask reads) made them spill.
-constexpr int kBlockRegsOptionsMaxValues = 16;
+// Options instances exist up to this many values per thread, widened: the packed 64-value hold would have to
+// read the mask again at each use of a value (docs/cuda-kernels.md, "Options instances").
+constexpr int kBlockRegsOptionsMaxValues = 32;
 constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed
 
 // nullptr also when `values_per_thread` has no instance for x_dtype.

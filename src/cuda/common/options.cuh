@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/epilogue.cuh"
 #include "cuda/common/math.cuh"
@@ -134,41 +135,102 @@ struct RowsOptionsRow {
     }
 };
 
-// A slice of a row's keep mask as a body's loops read it: index i is element slice_begin + i of the row.
-template <class C>
-struct KeepMaskSlice {
-    const unsigned char* mask;
-    __device__ __forceinline__ bool keeps(int i) const { return mask[i] != 0; }
-    __device__ __forceinline__ C operator()(C z, int i) const { return keeps(i) ? z : neg_inf<C>(); }
+// ---- masks read a pack at a time (block-regs) ---------------------------------------------------------
+// A pack of x's values meets the same number of mask elements; reading them when the pack is widened keeps
+// no per-element option state across the body's loops (the 32-value instances had no registers for it).
+
+// kCount consecutive mask elements of type M, aligned for one 16-byte (or the whole group's, if smaller) load.
+template <class M, int kCount>
+struct MaskGroup {
+    static constexpr int kBytes = kCount * static_cast<int>(sizeof(M));
+    static constexpr int kUnitBytes = kBytes < 16 ? kBytes : 16;
+    alignas(kUnitBytes) M value[kCount];
 };
 
-// The same for an additive mask of element type M: z plus the mask element.
-template <class C, class M>
-struct AdditiveMaskSlice {
-    const M* mask;
-    __device__ __forceinline__ C operator()(C z, int i) const { return z + C(to_compute(mask[i])); }
-};
-
-// Calls body(slice) with the row's keep mask from element slice_begin on; nothing without one.
-template <class C, class Body>
-__device__ __forceinline__ void visit_keep_mask(const RowsOptionsRow<C>& row, std::int64_t slice_begin, const Body& body) {
-    if (row.options.mask_kind == 1) body(KeepMaskSlice<C>{row.mask_row + slice_begin});
+// Reads the group at `first`: whole units (ld.global.nc: the mask is read-only for the call) where `vector`
+// says the row's groups are aligned to them, else element by element.
+template <class M, int kCount>
+__device__ __forceinline__ MaskGroup<M, kCount> load_mask_group(const M* first, bool vector) {
+    using Group = MaskGroup<M, kCount>;
+    using Unit = std::conditional_t<Group::kUnitBytes == 16, uint4, std::conditional_t<Group::kUnitBytes == 8, uint2, unsigned>>;
+    static_assert(sizeof(Unit) == Group::kUnitBytes && Group::kBytes % Group::kUnitBytes == 0, "whole units");
+    Group group;
+    if (vector) {
+        const Unit* units = reinterpret_cast<const Unit*>(first);
+#pragma unroll
+        for (int u = 0; u < Group::kBytes / Group::kUnitBytes; ++u) reinterpret_cast<Unit*>(group.value)[u] = __ldg(units + u);
+    } else {
+#pragma unroll
+        for (int k = 0; k < kCount; ++k) group.value[k] = first[k];
+    }
+    return group;
 }
 
-// Calls body(slice) with the row's additive mask from element slice_begin on, typed by its dtype (uniform per
-// launch: one loop per type rather than a switch per element); nothing without one.
-template <class C, class Body>
-__device__ __forceinline__ void visit_additive_mask(const RowsOptionsRow<C>& row, std::int64_t slice_begin, const Body& body) {
-    if (row.options.mask_kind != 2) return;
-    const auto typed = [&](auto type_tag) {
+// z of a pack without a mask: the scaled value as it is.
+struct NoMaskPack {
+    template <class C>
+    __device__ __forceinline__ C operator()(C scaled, int) const {
+        return scaled;
+    }
+};
+
+// A pack's keep mask bytes: -inf where they exclude.
+template <int kPack>
+struct KeepMaskPack {
+    MaskGroup<unsigned char, kPack> keep;
+    template <class C>
+    __device__ __forceinline__ C operator()(C scaled, int k) const {
+        return keep.value[k] != 0 ? scaled : neg_inf<C>();
+    }
+};
+
+// A pack's additive mask elements of type M, added to the scaled values.
+template <class M, int kPack>
+struct AdditiveMaskPack {
+    MaskGroup<M, kPack> add;
+    template <class C>
+    __device__ __forceinline__ C operator()(C scaled, int k) const {
+        return scaled + C(to_compute(add.value[k]));
+    }
+};
+
+// Reads the mask pack of pack `pack` of a slice's body (one reader per mask kind and type).
+template <class Pack, class M, int kPack>
+struct MaskPackReader {
+    const M* body;  // the mask element of the body's first element; unused without a mask
+    bool vector;    // the body's mask groups are aligned for whole-unit loads
+    __device__ __forceinline__ Pack operator()(int pack) const {
+        if constexpr (std::is_same_v<Pack, NoMaskPack>) {
+            return {};
+        } else {
+            return {load_mask_group<M, kPack>(body + pack * kPack, vector)};
+        }
+    }
+};
+
+// Calls body(reader) with the reader of the row's mask kind and type (uniform per launch: one loop per kind
+// rather than a test per element) for the body of a slice from row element body_begin on (a 16-byte boundary
+// of x): its groups are aligned as x's packs when the first one is aligned to a whole unit.
+template <int kPack, class C, class Body>
+__device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C>& row, std::int64_t body_begin, const Body& body) {
+    const auto typed = [&](auto pack_tag, auto type_tag) {
+        using Pack = typename decltype(pack_tag)::type;
         using M = typename decltype(type_tag)::type;
-        body(AdditiveMaskSlice<C, M>{reinterpret_cast<const M*>(row.mask_row) + slice_begin});
+        const M* mask_body = reinterpret_cast<const M*>(row.mask_row) + body_begin;
+        const bool vector = reinterpret_cast<std::uintptr_t>(mask_body) % MaskGroup<M, kPack>::kUnitBytes == 0;
+        body(MaskPackReader<Pack, M, kPack>{mask_body, vector});
     };
-    switch (row.options.mask_dtype) {
-        case SMX_DTYPE_F16: typed(TypeTag<__half>{}); break;
-        case SMX_DTYPE_BF16: typed(TypeTag<__nv_bfloat16>{}); break;
-        case SMX_DTYPE_F32: typed(TypeTag<float>{}); break;
-        default: typed(TypeTag<double>{}); break;
+    if (row.options.mask_kind == 0) {
+        typed(TypeTag<NoMaskPack>{}, TypeTag<unsigned char>{});
+    } else if (row.options.mask_kind == 1) {
+        typed(TypeTag<KeepMaskPack<kPack>>{}, TypeTag<unsigned char>{});
+    } else {
+        switch (row.options.mask_dtype) {
+            case SMX_DTYPE_F16: typed(TypeTag<AdditiveMaskPack<__half, kPack>>{}, TypeTag<__half>{}); break;
+            case SMX_DTYPE_BF16: typed(TypeTag<AdditiveMaskPack<__nv_bfloat16, kPack>>{}, TypeTag<__nv_bfloat16>{}); break;
+            case SMX_DTYPE_F32: typed(TypeTag<AdditiveMaskPack<float, kPack>>{}, TypeTag<float>{}); break;
+            default: typed(TypeTag<AdditiveMaskPack<double, kPack>>{}, TypeTag<double>{}); break;
+        }
     }
 }
 

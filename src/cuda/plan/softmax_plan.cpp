@@ -124,7 +124,8 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, Famil
 
 // A Rows problem with options (rows_take_options): the family the plain problem would take decides, so options
 // move no crossover; warp, block-regs and grid-regs then run their options instance, configured by the same
-// search over the options instances (8 and 16 values for block-regs and grid-regs: kBlockRegsOptionsMaxValues).
+// search over the options instances (8, 16 and 32 values for block-regs and grid-regs, never the packed 64:
+// kBlockRegsOptionsMaxValues).
 // The others (grid-regs steps, split-row, block-online), and a configuration the options instances cannot
 // take, run on the general family. The plan text names the options after the family.
 smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
