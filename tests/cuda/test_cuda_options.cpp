@@ -252,6 +252,8 @@ TEST_CASE("cuda options: rows the plain problem gives 32 or 64 values take the 3
           "[cuda][options][sanitize]") {
     CudaHandle handle;
     // Rows of the benchmark's long-row range whose plain plans take 32 values (f32) or the packed 64 (16-bit).
+    // Three such rows leave most SMs idle, so the rule would split them (grid-regs): clusters are forced.
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 3, 32768, "block-regs");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 3, 32768, "block-regs");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, 65537, "block-regs");
