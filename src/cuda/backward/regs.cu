@@ -63,7 +63,8 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
     // Every load is issued before any value is used. 16-bit packs with vector access take a loop of their
     // own: with the choice made per pack, the compiler joined a pack's vector and element-wise forms by
     // half-word moves that read each vector load's registers at once, so every load waited for the one
-    // before it (performance.md#backward-16-bit-dy-and-y). Wider packs join in whole registers.
+    // before it (performance.md#backward-16-bit-dy-and-y). Wider packs join in whole registers. The two
+    // loops stay apart on purpose: one loop with a run-time `whole` brings the join back.
     Packed<T, kPack> dy_held[kPacks];
     Packed<T, kPack> y_held[kPacks];
     bool loaded[kPacks];
