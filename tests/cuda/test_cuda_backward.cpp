@@ -190,8 +190,10 @@ bool identical_storage(const HostTensor& a, const HostTensor& b) {
 TEST_CASE("cuda backward: row lengths up to 1024 take backward-warp, the smallest shape that holds the row",
           "[cuda][backward]") {
     CudaHandle handle;
-    const std::int64_t row_lengths[] = {1,  2,  3,  4,   5,   7,   8,   9,   15,  16,  17,  31,   32,  33,
-                                        63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024};
+    // Whole packs past the row's end as well (24, 40, 520, 1000: 16-bit dy and y load only the row's packs).
+    const std::int64_t row_lengths[] = {1,   2,   3,   4,   5,   7,   8,   9,   15,  16,   17,   24,  31,
+                                        32,  33,  40,  63,  64,  65,  127, 128, 129, 255,  256,  257, 511,
+                                        512, 513, 520, 1000, 1023, 1024};
     struct Pair {
         smxDataType_t value, gradient;
         int pack;  // 16 bytes of the wider of the two

@@ -60,17 +60,35 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
     const bool has_edge = tid < count - body_packs * kPack;
     const int edge_index = tid < head ? tid : tail_begin + (tid - head);
 
-    // Every load is issued before any value is used.
+    // Every load is issued before any value is used. 16-bit packs with vector access take a loop of their
+    // own: with the choice made per pack, the compiler joined a pack's vector and element-wise forms by
+    // half-word moves that read each vector load's registers at once, so every load waited for the one
+    // before it (performance.md#backward-16-bit-dy-and-y). Wider packs join in whole registers. The two
+    // loops stay apart on purpose: one loop with a run-time `whole` brings the join back.
     Packed<T, kPack> dy_held[kPacks];
     Packed<T, kPack> y_held[kPacks];
     bool loaded[kPacks];
+    if (sizeof(T) == 2 && vector) {
 #pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-        const int pack = p * threads + tid;
-        loaded[p] = pack < body_packs;
-        if (loaded[p]) {
-            dy_held[p] = load_operand_pack<T, kPack>(dy_slice + head + pack * kPack, kPack, vector);
-            y_held[p] = load_operand_pack<T, kPack>(y_slice + head + pack * kPack, kPack, vector);
+        for (int p = 0; p < kPacks; ++p) {
+            const int pack = p * threads + tid;
+            loaded[p] = pack < body_packs;
+            if (loaded[p]) {
+                dy_held[p] = load_operand_pack<T, kPack>(dy_slice + head + pack * kPack, kPack, true);
+                y_held[p] = load_operand_pack<T, kPack>(y_slice + head + pack * kPack, kPack, true);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+            const int pack = p * threads + tid;
+            loaded[p] = pack < body_packs;
+            if (loaded[p]) {
+                dy_held[p] = load_operand_pack<T, kPack>(dy_slice + head + pack * kPack, kPack, vector);
+                y_held[p] = load_operand_pack<T, kPack>(y_slice + head + pack * kPack, kPack, vector);
+            }
+            // 16-bit element-wise packs one at a time: all in flight, their halves took a register each.
+            if (sizeof(T) == 2) asm volatile("" ::: "memory");
         }
     }
     const C edge_dy = has_edge ? to_compute(dy_slice[edge_index]) : C(0);
@@ -155,8 +173,13 @@ constexpr int kBackwardRegsThreadsOf = sizeof(T) < 8 && kValues * 2 * static_cas
                                            ? kBackwardRegsMaxThreads
                                            : kBackwardRegsWideThreads;
 
+// CTAs of the largest size an SM must hold at once: 2 for 16-bit dy and y at up to 16 values (32 registers;
+// left free, their vector loads all in flight took 42 at 16 values, one 1024-thread CTA per SM), else 1.
+template <class T, int kValues>
+constexpr int kBackwardRegsMinCtasOf = sizeof(T) == 2 && kValues <= 16 ? 2 : 0;
+
 template <class T, class D, int kValues>
-__global__ void __launch_bounds__(kBackwardRegsThreadsOf<T, kValues>)
+__global__ void __launch_bounds__(kBackwardRegsThreadsOf<T, kValues>, kBackwardRegsMinCtasOf<T, kValues>)
     backward_regs(const ParamBlock<BackwardRowsParams> args) {
     if (args.log_mode != 0) {
         backward_regs_rows<T, D, kValues, LogSoftmaxGradient>(args);

@@ -31,6 +31,12 @@ __device__ __forceinline__ void backward_warp_rows(const BackwardRowsParams& arg
         (static_cast<std::int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32) * kRowsPerWarp;
     const std::int64_t warp_step = static_cast<std::int64_t>(gridDim.x) * warps_per_block * kRowsPerWarp;
 
+    // 16-bit dy and y whose every pack is whole or past the row take a loop of vector loads of their own:
+    // with the choice made per pack, the compiler joined a pack's vector and element-wise forms by
+    // half-word moves that read each vector load's registers at once, so every load waited for the one
+    // before it (performance.md#backward-16-bit-dy-and-y). Wider packs join in whole registers.
+    const bool whole_packs =
+        sizeof(T) == 2 && args.dy_rows_aligned != 0 && args.y_rows_aligned != 0 && row_len % kPack == 0;
     // The loop bound is per warp (not per group) so every lane reaches every shuffle.
     for (std::int64_t warp_row = first_warp_row; warp_row < args.rows; warp_row += warp_step) {
         const std::int64_t row = warp_row + lane / kLanes;
@@ -40,17 +46,29 @@ __device__ __forceinline__ void backward_warp_rows(const BackwardRowsParams& arg
         const T* y_row = y + r * args.y_row_stride;
         Packed<T, kPack> dy_held[kPacks];
         Packed<T, kPack> y_held[kPacks];
+        if (whole_packs) {
 #pragma unroll
-        for (int p = 0; p < kPacks; ++p) {
-            const int col = (p * kLanes + lane_in_group) * kPack;
-            const int count = row_valid ? row_len - col : 0;  // elements of this pack inside the row
-            dy_held[p] = load_operand_pack<T, kPack>(dy_row + col, count, args.dy_rows_aligned && count >= kPack);
-            y_held[p] = load_operand_pack<T, kPack>(y_row + col, count, args.y_rows_aligned && count >= kPack);
+            for (int p = 0; p < kPacks; ++p) {
+                const int col = (p * kLanes + lane_in_group) * kPack;
+                if (row_valid && col < row_len) {  // packs past the row are left out of the sum below
+                    dy_held[p] = load_operand_pack<T, kPack>(dy_row + col, kPack, true);
+                    y_held[p] = load_operand_pack<T, kPack>(y_row + col, kPack, true);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                const int col = (p * kLanes + lane_in_group) * kPack;
+                const int count = row_valid ? row_len - col : 0;  // elements of this pack inside the row
+                dy_held[p] = load_operand_pack<T, kPack>(dy_row + col, count, args.dy_rows_aligned && count >= kPack);
+                y_held[p] = load_operand_pack<T, kPack>(y_row + col, count, args.y_rows_aligned && count >= kPack);
+            }
         }
         // Padding is zero in dy and y: its terms add nothing.
         C partial = C(0);
 #pragma unroll
         for (int p = 0; p < kPacks; ++p) {
+            if (whole_packs && !(row_valid && (p * kLanes + lane_in_group) * kPack < row_len)) continue;
 #pragma unroll
             for (int k = 0; k < kPack; ++k) {
                 partial += Gradient::term(widen_element_on_use(dy_held[p], k), widen_element_on_use(y_held[p], k));
