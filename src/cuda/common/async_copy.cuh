@@ -8,36 +8,31 @@
 
 namespace smx::cuda {
 
+// An 8- or 16-byte async copy. cp.async.cg (L2 only) takes 16 bytes; 8-byte copies go through L1 (.ca).
 // kWholeLine: on an L2 miss, fetch the source's whole 128-byte line from DRAM (the .L2::128B prefetch size)
 // rather than only the sectors asked for. The plans ask for it where a tile row is less than a line and the
 // line's other part is a neighbouring tile's row that another CTA reads at about the same time: DRAM then
 // serves the line in one access (plan_spatial_tile, plan_backward_spatial; performance.md#spatial-tile).
-template <bool kWholeLine = false>
-__device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const void* global_source) {
+template <int kBytes, bool kWholeLine = false>
+__device__ __forceinline__ void copy_vector_async(void* shared_target, const void* global_source) {
+    static_assert(kBytes == 8 || kBytes == 16, "8 or 16 bytes");
     const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
     const std::size_t global_address = __cvta_generic_to_global(global_source);
-    if constexpr (kWholeLine) {
+    if constexpr (kBytes == 16 && kWholeLine) {
         asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
-    } else {
+    } else if constexpr (kBytes == 16) {
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
+    } else if constexpr (kWholeLine) {
+        asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 8;\n" ::"r"(shared_address), "l"(global_address) : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address), "l"(global_address) : "memory");
     }
 }
 
-// An 8- or 16-byte async copy. cp.async.cg (L2 only) takes 16 bytes; 8-byte copies go through L1 (.ca).
-template <int kBytes, bool kWholeLine = false>
-__device__ __forceinline__ void copy_vector_async(void* shared_target, const void* global_source) {
-    if constexpr (kBytes == 16) {
-        copy_16_bytes_async<kWholeLine>(shared_target, global_source);
-    } else {
-        static_assert(kBytes == 8, "8 or 16 bytes");
-        const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
-        const std::size_t global_address = __cvta_generic_to_global(global_source);
-        if constexpr (kWholeLine) {
-            asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 8;\n" ::"r"(shared_address), "l"(global_address) : "memory");
-        } else {
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address), "l"(global_address) : "memory");
-        }
-    }
+// copy_vector_async of 16 bytes.
+template <bool kWholeLine = false>
+__device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const void* global_source) {
+    copy_vector_async<16, kWholeLine>(shared_target, global_source);
 }
 
 __device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
