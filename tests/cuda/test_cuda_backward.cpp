@@ -469,6 +469,20 @@ TEST_CASE("cuda backward: backward-spatial fills its cache by cp.async, whole li
     }
 }
 
+TEST_CASE("cuda backward: backward-spatial's cp.async fill, 8- and 16-byte vectors, whole lines and partial tiles",
+          "[cuda][backward][sanitize]") {
+    CudaHandle handle;
+    const smxDataType_t pairs[][2] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_F16, SMX_DTYPE_F32}};
+    for (const auto& pair : pairs) {
+        for (const auto& [shape, axis] : {std::pair<std::vector<std::int64_t>, int>{{8192, 256}, 0}, {{3, 700, 40}, 1}}) {
+            BackwardCase c = make_case(pair[0], pair[1], shape, axis, false);
+            const std::string plan = check_backward(handle.get(), c);
+            INFO("plan: " << plan);
+            CHECK(plan.find(" copies=async") != std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("cuda backward: general layouts (transposed operands, every axis of random strided tensors)",
           "[cuda][backward]") {
     CudaHandle handle;
