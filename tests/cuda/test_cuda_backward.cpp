@@ -396,7 +396,91 @@ TEST_CASE("cuda backward: strided axes take backward-spatial, cached on chip whe
                 INFO("plan: " << plan);
                 REQUIRE(kernel_kind(plan) == "backward-spatial");
                 if (s.cached >= 0) CHECK(plan_value(plan, "cached") == s.cached);
+                // The rule fills every cached tile by cp.async.
+                CHECK((plan.find(" copies=async") != std::string::npos) == (plan_value(plan, "cached") == 1));
             }
+        }
+    }
+}
+
+// Whether a backward-spatial plan fetches whole 128-byte lines: cached tiles by cp.async whose rows are at most
+// 64 bytes of dy while dy's rows (inner) hold at least one more such tile row.
+bool expect_whole_lines(const std::string& plan, smxDataType_t value_dtype, std::int64_t inner) {
+    const std::int64_t row_bytes = plan_value(plan, "tile") * static_cast<std::int64_t>(dtype_size(value_dtype));
+    return plan.find(" copies=async") != std::string::npos && row_bytes <= 64 &&
+           inner * static_cast<std::int64_t>(dtype_size(value_dtype)) >= 2 * row_bytes;
+}
+
+TEST_CASE("cuda backward: backward-spatial fills its cache by cp.async, whole lines on narrow tile rows; "
+          "SMX_CUDA_BACKWARD_SPATIAL_COPY=sectors|registers",
+          "[cuda][backward]") {
+    CudaHandle handle;
+    struct Tiles {
+        std::vector<std::int64_t> shape;
+        int axis;
+        const char* what;
+    };
+    const Tiles cases[] = {
+        {{8192, 256}, 0, "the first axis of a matrix: 32-byte tile rows in clusters of 8"},
+        {{2, 4096, 128}, 1, "a middle axis: 64-byte tile rows in clusters of 8"},
+        {{64, 128, 256}, 1, "a short middle axis: 256-byte tile rows, one CTA a tile"},
+        {{3, 700, 40}, 1, "inner 40: whole vectors, the last tile partly outside"},
+        {{3, 700, 70}, 1, "inner 70: rows off the vector alignment, copied through registers"},
+    };
+    const smxDataType_t pairs[][2] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                                      {SMX_DTYPE_F16, SMX_DTYPE_F32}, {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
+    for (const Tiles& t : cases) {
+        for (const auto& pair : pairs) {
+            for (bool log_mode : {false, true}) {
+                INFO(t.what);
+                const std::int64_t inner = t.shape.back();
+                {
+                    BackwardCase c = make_case(pair[0], pair[1], t.shape, t.axis, log_mode);
+                    const std::string plan = check_backward(handle.get(), c);
+                    INFO("plan: " << plan);
+                    REQUIRE(kernel_kind(plan) == "backward-spatial");
+                    CHECK(plan_value(plan, "cached") == 1);
+                    CHECK(plan.find(" copies=async") != std::string::npos);
+                    CHECK((plan.find(" lines=128B") != std::string::npos) == expect_whole_lines(plan, pair[0], inner));
+                }
+                {
+                    ScopedEnvironment sectors("SMX_CUDA_BACKWARD_SPATIAL_COPY", "sectors");
+                    BackwardCase c = make_case(pair[0], pair[1], t.shape, t.axis, log_mode);
+                    const std::string plan = check_backward(handle.get(), c);
+                    INFO("plan: " << plan);
+                    CHECK(plan.find(" copies=async") != std::string::npos);
+                    CHECK(plan.find(" lines=128B") == std::string::npos);
+                }
+                {
+                    ScopedEnvironment registers("SMX_CUDA_BACKWARD_SPATIAL_COPY", "registers");
+                    BackwardCase c = make_case(pair[0], pair[1], t.shape, t.axis, log_mode);
+                    const std::string plan = check_backward(handle.get(), c);
+                    INFO("plan: " << plan);
+                    CHECK(plan_value(plan, "cached") == 1);
+                    CHECK(plan.find(" copies=async") == std::string::npos);
+                }
+            }
+        }
+    }
+    // Both narrow-row shapes fetch whole lines under the rule (f32 and bf16 dy alike).
+    for (const Tiles& t : {cases[0], cases[1]}) {
+        BackwardCase c = make_case(SMX_DTYPE_F32, SMX_DTYPE_F32, t.shape, t.axis, false);
+        const std::string plan = check_backward(handle.get(), c);
+        INFO(t.what << " | plan: " << plan);
+        CHECK(plan.find(" lines=128B") != std::string::npos);
+    }
+}
+
+TEST_CASE("cuda backward: backward-spatial's cp.async fill, 8- and 16-byte vectors, whole lines and partial tiles",
+          "[cuda][backward][sanitize]") {
+    CudaHandle handle;
+    const smxDataType_t pairs[][2] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_F16, SMX_DTYPE_F32}};
+    for (const auto& pair : pairs) {
+        for (const auto& [shape, axis] : {std::pair<std::vector<std::int64_t>, int>{{8192, 256}, 0}, {{3, 700, 40}, 1}}) {
+            BackwardCase c = make_case(pair[0], pair[1], shape, axis, false);
+            const std::string plan = check_backward(handle.get(), c);
+            INFO("plan: " << plan);
+            CHECK(plan.find(" copies=async") != std::string::npos);
         }
     }
 }

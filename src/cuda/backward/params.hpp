@@ -123,6 +123,9 @@ struct BackwardSpatialParams {
     int tile_width = 0;                // columns per tile: vectors x pack
     int pack = 1;                      // columns per vector
     int cached = 0;                    // 1: the slice's dy and y are kept in shared memory for the write pass
+    int async_copies = 0;              // cached: 1 copies the slice in with cp.async (all in flight at once),
+                                       // 0 loads it through registers a position at a time
+    int whole_lines = 0;               // async_copies: fetch the operands' whole 128-byte lines on an L2 miss
     int log_mode = 0;
     int vectors_aligned = 0;           // set at run time: every vector of every operand starts aligned
 

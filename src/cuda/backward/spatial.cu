@@ -5,7 +5,8 @@
 // positions t / V + k * (T / V), so a warp reads 32 / V tile rows of V contiguous vectors, coalesced.
 //   Pass 1: dy and y read once, per-column sums of terms (each thread's, folded across the warp's lanes of
 //           one vector, then across warps in order), and, where `cached`, the slice kept in shared memory in
-//           the operands' dtype;
+//           the operands' dtype: copied there with cp.async, every vector of the slice in flight at once,
+//           then summed from the cache (`async_copies`; else loaded through registers a position at a time);
 //   the cluster: every CTA's column sums read by every peer in rank order through distributed shared memory;
 //   Pass 2: dx written from the cache, or (not cached: columns too long for a cluster's shared memory) from
 //           a second read of the CTA's slice.
@@ -13,11 +14,56 @@
 // base and strides keep each vector aligned (vectors_aligned, set at bind) and the vector is whole; element
 // by element otherwise. Design and expectations: performance.md#backward.
 #include "cuda/backward/common.cuh"
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/cluster.cuh"
 #include "cuda/spatial/common.cuh"
 
 namespace smx::cuda {
 namespace {
+
+// One axis position's vectors of dy and y.
+template <class T, int kPack>
+struct OperandPacks {
+    Packed<T, kPack> dy;
+    Packed<T, kPack> y;
+};
+
+// sums[k] = the sum of Gradient's terms of column k over positions first, first + step, ... < count, in
+// segments of kSegmentSteps steps (as segmented_sum); packs(j) gives position j's OperandPacks.
+template <class Gradient, int kPack, class C, class Packs>
+__device__ __forceinline__ void add_column_terms(int first, int count, int step, C (&sums)[kPack], const Packs& packs) {
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) sums[k] = C(0);
+    for (int segment_first = first; segment_first < count; segment_first += step * kSegmentSteps) {
+        const int segment_end = min(count, segment_first + step * kSegmentSteps);
+        C segment[kPack];
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) segment[k] = C(0);
+#pragma unroll 4
+        for (int j = segment_first; j < segment_end; j += step) {
+            const auto pair = packs(j);
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) {
+                segment[k] += Gradient::term(widen_element_on_use(pair.dy, k), widen_element_on_use(pair.y, k));
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) sums[k] += segment[k];
+    }
+}
+
+// Copies this thread's whole vectors of one operand's slice column (positions first, first + step, ...
+// < count) into its cache column with cp.async, all issued before any lands: the load phase keeps the whole
+// slice in flight instead of one position's vectors per thread.
+template <bool kWholeLine, class T, int kPack>
+__device__ __forceinline__ void cache_column_async(Packed<T, kPack>* cache, const T* column, std::int64_t axis_stride,
+                                                   int first, int count, int step, int vectors) {
+    constexpr int kVectorBytes = kPack * static_cast<int>(sizeof(T));
+#pragma unroll 4
+    for (int j = first; j < count; j += step) {
+        copy_vector_async<kVectorBytes, kWholeLine>(cache + j * vectors, column + j * axis_stride);
+    }
+}
 
 template <class T, class D, class Gradient>
 __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialParams& args) {
@@ -65,30 +111,37 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
             return load_operand_pack<T, kPack>(column_start + j * axis_stride, valid, whole);
         };
 
-        // Pass 1: this thread's column sums over its positions, in segments of kSegmentSteps steps.
+        // Pass 1: this thread's column sums over its positions.
         C sums[kPack];
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) sums[k] = C(0);
-        for (int segment_first = axis_group; segment_first < count; segment_first += axis_groups * kSegmentSteps) {
-            const int segment_end = min(count, segment_first + axis_groups * kSegmentSteps);
-            C segment[kPack];
-#pragma unroll
-            for (int k = 0; k < kPack; ++k) segment[k] = C(0);
-#pragma unroll 4
-            for (int j = segment_first; j < segment_end; j += axis_groups) {
-                const Pack dy_pack = load(dy_column, args.dy_axis_stride, j);
-                const Pack y_pack = load(y_column, args.y_axis_stride, j);
-                if (args.cached != 0) {
-                    dy_cache[j * vectors] = dy_pack;
-                    y_cache[j * vectors] = y_pack;
+        if (args.cached != 0 && args.async_copies != 0) {
+            // Every vector of the slice in flight at once, straight into the cache, then summed from there.
+            if (whole) {
+                if (args.whole_lines != 0) {
+                    cache_column_async<true>(dy_cache, dy_column, args.dy_axis_stride, axis_group, count, axis_groups, vectors);
+                    cache_column_async<true>(y_cache, y_column, args.y_axis_stride, axis_group, count, axis_groups, vectors);
+                } else {
+                    cache_column_async<false>(dy_cache, dy_column, args.dy_axis_stride, axis_group, count, axis_groups, vectors);
+                    cache_column_async<false>(y_cache, y_column, args.y_axis_stride, axis_group, count, axis_groups, vectors);
                 }
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    segment[k] += Gradient::term(widen_element_on_use(dy_pack, k), widen_element_on_use(y_pack, k));
+            } else {
+                for (int j = axis_group; j < count; j += axis_groups) {
+                    dy_cache[j * vectors] = load(dy_column, args.dy_axis_stride, j);
+                    y_cache[j * vectors] = load(y_column, args.y_axis_stride, j);
                 }
             }
-#pragma unroll
-            for (int k = 0; k < kPack; ++k) sums[k] += segment[k];
+            wait_async_copies();  // this thread's own copies: it reads back only what it copied
+            add_column_terms<Gradient>(axis_group, count, axis_groups, sums, [&](int j) {
+                return OperandPacks<T, kPack>{dy_cache[j * vectors], y_cache[j * vectors]};
+            });
+        } else {
+            add_column_terms<Gradient>(axis_group, count, axis_groups, sums, [&](int j) {
+                const OperandPacks<T, kPack> packs{load(dy_column, args.dy_axis_stride, j), load(y_column, args.y_axis_stride, j)};
+                if (args.cached != 0) {
+                    dy_cache[j * vectors] = packs.dy;
+                    y_cache[j * vectors] = packs.y;
+                }
+                return packs;
+            });
         }
         // Lanes of one vector within a warp differ by multiples of `vectors`: fold them, then the warps in order.
 #pragma unroll
@@ -140,7 +193,7 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
 // Pass 1's loads, the cache and the sums take registers in proportion to the pack: the mode is a
 // compile-time choice branched on once, as in the Rows families.
 template <class T, class D>
-__global__ void __launch_bounds__(kBackwardSpatialThreads) backward_spatial(const ParamBlock<BackwardSpatialParams> args) {
+__global__ void __launch_bounds__(kBackwardSpatialThreads, 3) backward_spatial(const ParamBlock<BackwardSpatialParams> args) {
     if (args.log_mode != 0) {
         backward_spatial_tiles<T, D, LogSoftmaxGradient>(args);
     } else {

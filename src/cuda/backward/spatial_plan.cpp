@@ -96,6 +96,13 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     }
 
     const int width = choice.vectors * pack;
+    // The cached slice comes in by cp.async unless asked otherwise; tile rows narrower than a line fetch the
+    // operands' whole lines where those rows hold other tiles' columns, read by neighbouring CTAs.
+    const BackwardSpatialCopyPreference copy = context.preferences.backward_spatial_copy;
+    const bool async_copies = choice.cached && copy != BackwardSpatialCopyPreference::Registers;
+    const std::int64_t tile_row_bytes = width * value_size;
+    const bool whole_lines = async_copies && copy == BackwardSpatialCopyPreference::Rule &&
+                             tile_row_bytes <= tuning.spatial_whole_line_row_bytes && info.inner * value_size >= 2 * tile_row_bytes;
     const std::int64_t cluster_count = std::min<std::int64_t>(tiles, INT_MAX / choice.cluster);
     const unsigned grid = static_cast<unsigned>(cluster_count * choice.cluster);
     BackwardSpatialParams params;
@@ -113,14 +120,16 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     params.tile_width = width;
     params.pack = pack;
     params.cached = choice.cached ? 1 : 0;
+    params.async_copies = async_copies ? 1 : 0;
+    params.whole_lines = whole_lines ? 1 : 0;
     params.log_mode = info.is_log() ? 1 : 0;
     const Launch launch{kernel, dim3(grid), dim3(kThreads), choice.shared_bytes,
                         choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
     *plan = make_backward_family_plan(
         info, params, {launch}, 0,
-        fmt::format("cuda backward-spatial tile={} vectors={} cluster={} slice={} cached={} smem={} threads={} grid={}",
+        fmt::format("cuda backward-spatial tile={} vectors={} cluster={} slice={} cached={} smem={} threads={} grid={}{}{}",
                     width, choice.vectors, choice.cluster, choice.slice_len, choice.cached ? 1 : 0, choice.shared_bytes,
-                    kThreads, grid));
+                    kThreads, grid, async_copies ? " copies=async" : "", whole_lines ? " lines=128B" : ""));
     return SMX_STATUS_SUCCESS;
 }
 

@@ -36,6 +36,12 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_LONG_ROWS", "split")) preferences.long_rows = LongRowsPreference::Split;
     if (variable_is("SMX_CUDA_LONG_ROWS", "steps")) preferences.long_rows = LongRowsPreference::Steps;
     if (variable_is("SMX_CUDA_LONG_COLUMNS", "online")) preferences.long_columns = LongColumnsPreference::Online;
+    if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_COPY", "sectors")) {
+        preferences.backward_spatial_copy = BackwardSpatialCopyPreference::Sectors;
+    }
+    if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_COPY", "registers")) {
+        preferences.backward_spatial_copy = BackwardSpatialCopyPreference::Registers;
+    }
     return preferences;
 }
 

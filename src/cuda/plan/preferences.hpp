@@ -11,6 +11,10 @@ namespace smx::cuda {
 enum class LongRowsPreference { Rule, Cluster, Grid, Split, Steps };
 // Columns too long for any cluster: the rule (spatial-split where a column makes two chunks), or online.
 enum class LongColumnsPreference { Rule, Online };
+// How backward-spatial fills its cached tile: the rule (cp.async, whole 128-byte lines for narrow tile rows),
+// cp.async fetching only the sectors asked for, or loads through registers a position at a time (the kernel
+// before cp.async).
+enum class BackwardSpatialCopyPreference { Rule, Sectors, Registers };
 
 struct PlanPreferences {
     int warp_threads = 0;          // 0: the rule; 64 or 128: the warp kernel's CTA size
@@ -19,11 +23,12 @@ struct PlanPreferences {
     int max_cluster = 0;           // 0: the device's limit; 1..15: block-regs clusters of at most this many CTAs
     LongRowsPreference long_rows = LongRowsPreference::Rule;
     LongColumnsPreference long_columns = LongColumnsPreference::Rule;
+    BackwardSpatialCopyPreference backward_spatial_copy = BackwardSpatialCopyPreference::Rule;
 };
 
 // The debugging override: SMX_CUDA_WARP_THREADS, SMX_CUDA_WARP_OFFSETS, SMX_CUDA_REGS_MIN_THREADS,
-// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS and SMX_CUDA_LONG_COLUMNS (docs/api.md), read here and only here,
-// each time a descriptor is created. Values it does not know mean the rule.
+// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS, SMX_CUDA_LONG_COLUMNS and SMX_CUDA_BACKWARD_SPATIAL_COPY
+// (docs/api.md), read here and only here, each time a descriptor is created. Values it does not know mean the rule.
 PlanPreferences plan_preferences_from_environment();
 
 }  // namespace smx::cuda

@@ -75,6 +75,7 @@ constexpr TuningTable kSm90{
         4,          // spatial_min_unclustered_vectors: as spatial-tile (#spatial-tile)
         2,          // spatial_spread_ctas_per_sm: as spatial-tile (#spatial-tile)
         64,         // spatial_min_slice: as spatial-tile (#spatial-tile)
+        64,         // spatial_whole_line_row_bytes: spatial-tile's 64-byte rows, here also 32 (#backward-layouts)
         2048,       // general_block_row_len: as the forward general family (#general)
     },
     // Each value taken from the forward family with the same traffic; wide_cta_min_len, fill_waves and the

@@ -86,6 +86,7 @@ struct BackwardTuning {
     int spatial_min_unclustered_vectors;   // whole columns in one CTA down to this many vectors a tile row
     std::int64_t spatial_spread_ctas_per_sm;  // few tiles spread over clusters until about this many CTAs per SM
     std::int64_t spatial_min_slice;           //   never into slices shorter than this
+    int spatial_whole_line_row_bytes;         // cached tile rows of at most this many bytes fetch whole lines
     std::int64_t general_block_row_len;    // backward-general: a block per row this long or longer, else a warp
 };
 

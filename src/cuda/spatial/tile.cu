@@ -10,61 +10,13 @@
 // shared memory is read as whole vectors without bank conflicts. Measurements: performance.md#spatial-tile.
 #include <type_traits>
 
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/cluster.cuh"
 #include "cuda/common/epilogue.cuh"
 #include "cuda/spatial/common.cuh"
 
 namespace smx::cuda {
 namespace {
-
-// kWholeLine: on an L2 miss, fetch the source's whole 128-byte line from DRAM (the .L2::128B prefetch size)
-// rather than only the sectors asked for. The plan asks for it where a tile row is 64 bytes, half a line,
-// and the line's other half is a neighbouring tile's row that another CTA reads at about the same time:
-// DRAM then serves the line in one access (plan_spatial_tile; performance.md#spatial-tile).
-template <bool kWholeLine = false>
-__device__ __forceinline__ void copy_16_bytes_async(void* shared_target, const void* global_source) {
-    const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
-    const std::size_t global_address = __cvta_generic_to_global(global_source);
-    if constexpr (kWholeLine) {
-        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
-    } else {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global_address) : "memory");
-    }
-}
-
-// An 8- or 16-byte async copy. cp.async.cg (L2 only) takes 16 bytes; 8-byte copies go through L1 (.ca).
-template <int kBytes, bool kWholeLine = false>
-__device__ __forceinline__ void copy_vector_async(void* shared_target, const void* global_source) {
-    if constexpr (kBytes == 16) {
-        copy_16_bytes_async<kWholeLine>(shared_target, global_source);
-    } else {
-        static_assert(kBytes == 8 && !kWholeLine, "8 or 16 bytes; 8-byte vectors serve tile rows of whole lines");
-        const unsigned shared_address = static_cast<unsigned>(__cvta_generic_to_shared(shared_target));
-        const std::size_t global_address = __cvta_generic_to_global(global_source);
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address), "l"(global_address) : "memory");
-    }
-}
-
-__device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-// Closes this thread's current group of cp.async copies (an empty group is allowed and completes at once).
-__device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-// Waits until at most `pending` of this thread's newest copy groups are still in flight, so every older
-// group has landed. wait_group takes an immediate: counts above 7 wait for all but the newest 7, which
-// covers every older group too.
-__device__ __forceinline__ void wait_async_copies_but(int pending) {
-    switch (pending) {
-        case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-        case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-        case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-        case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
-        case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
-        case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
-        case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
-        default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
-    }
-}
 
 // ---- column statistics ---------------------------------------------------------------------------
 // The tile kernel keeps (max, sum) per column with NaN carried by the sum alone: the max skips NaN (one
