@@ -46,9 +46,6 @@ smxStatus_t create_peers(smxHandle_t handle, smxShardPeers_t* out, int ranks, in
     if (out == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "peers (the output pointer) is NULL");
     *out = nullptr;
     SMX_RETURN_IF_ERROR(check_live(handle, "handle"));
-    if (handle->device_type != SMX_DEVICE_CUDA) {
-        return fail(SMX_STATUS_BAD_PARAM_DEVICE, "a CPU handle has no peers: the fused path runs on CUDA devices");
-    }
     if (ranks < 1 || ranks > SMX_SHARD_PEERS_MAX_RANKS) {
         return fail(SMX_STATUS_BAD_PARAM, "ranks {} is outside [1, {}]", ranks, SMX_SHARD_PEERS_MAX_RANKS);
     }
@@ -56,6 +53,9 @@ smxStatus_t create_peers(smxHandle_t handle, smxShardPeers_t* out, int ranks, in
     // Row indices travel as 32-bit counters in the kernel.
     if (max_rows < 0 || max_rows > INT32_MAX) {
         return fail(SMX_STATUS_BAD_PARAM, "maxRows {} is outside [0, {}]", max_rows, INT32_MAX);
+    }
+    if (handle->device_type != SMX_DEVICE_CUDA) {
+        return fail(SMX_STATUS_BAD_PARAM_DEVICE, "a CPU handle has no peers: the fused path runs on CUDA devices");
     }
     auto peers = std::make_unique<smxShardPeers>();
     peers->device_id = handle->device_id;
