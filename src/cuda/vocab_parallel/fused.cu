@@ -68,30 +68,33 @@ __device__ __forceinline__ float block_max(float value, float* scratch) {
 }
 
 // A row held in registers: thread t's pack u covers elements [(u * blockDim.x + t) * kPack, ... + kPack).
-template <class X, int kPacks>
+// kVector: 16-byte loads and stores, the row a whole number of packs (so a pack is all in or all out, tested in
+// 32 bits); else element by element along the axis stride.
+template <class X, int kPacks, bool kVector>
 struct HeldRow {
     static constexpr int kPack = kPackOf<X>;
     Packed<X, kPack> raw[kPacks];
 
-    __device__ __forceinline__ std::int64_t first_element(int u) const {
-        return (static_cast<std::int64_t>(u) * blockDim.x + threadIdx.x) * kPack;
-    }
-    // Vector rows have row_len a multiple of kPack, so a pack is all in or all out.
+    __device__ __forceinline__ int pack_index(int u) const { return u * static_cast<int>(blockDim.x) + threadIdx.x; }
     __device__ __forceinline__ bool holds(const FusedParams& p, int u, int e) const {
-        return first_element(u) + e < p.row_len;
+        if constexpr (kVector) {
+            return pack_index(u) < p.row_len / kPack;
+        } else {
+            return pack_index(u) * kPack + e < p.row_len;
+        }
     }
 
     __device__ __forceinline__ void load(const FusedParams& p, const X* x_row) {
 #pragma unroll
         for (int u = 0; u < kPacks; ++u) {
-            const std::int64_t j = first_element(u);
-            if (p.vector != 0) {
-                if (j < p.row_len) raw[u] = load_streaming(reinterpret_cast<const Packed<X, kPack>*>(x_row + j));
-                continue;
-            }
+            const int j = pack_index(u) * kPack;
+            if constexpr (kVector) {
+                if (holds(p, u, 0)) raw[u] = load_streaming(reinterpret_cast<const Packed<X, kPack>*>(x_row + j));
+            } else {
 #pragma unroll
-            for (int e = 0; e < kPack; ++e) {
-                if (j + e < p.row_len) raw[u].value[e] = x_row[(j + e) * p.x_strides.axis];
+                for (int e = 0; e < kPack; ++e) {
+                    if (holds(p, u, e)) raw[u].value[e] = x_row[static_cast<std::int64_t>(j + e) * p.x_strides.axis];
+                }
             }
         }
     }
@@ -111,27 +114,33 @@ struct HeldRow {
     __device__ __forceinline__ void store(const FusedParams& p, X* y_row, const Value& value) const {
 #pragma unroll
         for (int u = 0; u < kPacks; ++u) {
-            const std::int64_t j = first_element(u);
-            if (p.vector != 0) {
-                if (j >= p.row_len) continue;
+            const int j = pack_index(u) * kPack;
+            if constexpr (kVector) {
+                if (!holds(p, u, 0)) continue;
                 float values[kPack];
 #pragma unroll
                 for (int e = 0; e < kPack; ++e) values[e] = value(widen_element_on_use(raw[u], e));
                 store_pack<X, kPack, Access::Streaming>(y_row + j, values);
-                continue;
-            }
+            } else {
 #pragma unroll
-            for (int e = 0; e < kPack; ++e) {
-                if (j + e < p.row_len) {
-                    y_row[(j + e) * p.y_strides.axis] = StoreAs<X>::from(value(widen_element_on_use(raw[u], e)));
+                for (int e = 0; e < kPack; ++e) {
+                    if (holds(p, u, e)) {
+                        y_row[static_cast<std::int64_t>(j + e) * p.y_strides.axis] =
+                            StoreAs<X>::from(value(widen_element_on_use(raw[u], e)));
+                    }
                 }
             }
         }
     }
 };
 
-template <class X, int kPacks>
-__global__ void __launch_bounds__(kFusedThreads) fused_shard_softmax(const FusedParams p) {
+// Two CTAs per SM where a thread holds at most 8 packs (64 registers), so one CTA loads and stores while the
+// other waits for its peers; more packs take one.
+template <int kPacks, bool kVector>
+constexpr int kFusedMinBlocks = kVector && kPacks <= 8 ? 2 : 1;
+
+template <class X, int kPacks, bool kVector>
+__global__ void __launch_bounds__(kFusedThreads, (kFusedMinBlocks<kPacks, kVector>)) fused_shard_softmax(const FusedParams p) {
     __shared__ std::uint32_t taken_row;
     __shared__ float scratch[32];
     __shared__ float gathered[SMX_SHARD_PEERS_MAX_RANKS * kSoftmaxStatisticsWidth];
@@ -148,7 +157,7 @@ __global__ void __launch_bounds__(kFusedThreads) fused_shard_softmax(const Fused
         __syncthreads();  // taken_row is read by all before thread 0 takes the next
         if (row >= p.space.rows) return;
 
-        HeldRow<X, kPacks> held;
+        HeldRow<X, kPacks, kVector> held;
         held.load(p, x + row_start(p.space, p.x_strides, row));
         float thread_max = neg_inf<float>();
         held.for_each(p, [&](float v) { thread_max = max_nan(thread_max, v); });
@@ -203,27 +212,27 @@ __global__ void fused_begin(const FusedParams p) {
     p.control->next_row = 0;
 }
 
-template <class X>
+template <class X, bool kVector>
 const void* fused_instance(int packs) {
     switch (packs) {
-        case 1: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 1>);
-        case 2: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 2>);
-        case 4: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 4>);
-        case 8: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 8>);
-        case 16: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 16>);
+        case 1: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 1, kVector>);
+        case 2: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 2, kVector>);
+        case 4: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 4, kVector>);
+        case 8: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 8, kVector>);
+        case 16: return reinterpret_cast<const void*>(&fused_shard_softmax<X, 16, kVector>);
         default: return nullptr;
     }
 }
 
 }  // namespace
 
-const void* fused_softmax_kernel(smxDataType_t dtype, int packs) {
-    return visit_dtype(dtype, [packs](auto tag) -> const void* {
+const void* fused_softmax_kernel(smxDataType_t dtype, int packs, bool vector) {
+    return visit_dtype(dtype, [packs, vector](auto tag) -> const void* {
         using X = typename decltype(tag)::type;
         if constexpr (std::is_same_v<X, double>) {
             return nullptr;  // f64 statistics do not fit the f32 mailbox
         } else {
-            return fused_instance<X>(packs);
+            return vector ? fused_instance<X, true>(packs) : fused_instance<X, false>(packs);
         }
     });
 }

@@ -57,8 +57,7 @@ struct FusedParams {
     std::int64_t max_rows = 0;
     int ranks = 1;
     int rank = 0;
-    int log = 0;     // 1: log-softmax
-    int vector = 0;  // 1: rows loaded and stored as aligned 16-byte packs (the host checked the alignment)
+    int log = 0;  // 1: log-softmax
 };
 
 constexpr int kFusedThreads = 512;
@@ -66,8 +65,9 @@ constexpr int kFusedThreads = 512;
 constexpr int kFusedMaxPacksPerThread = 16;
 
 // The instance holding `packs` 16-byte packs per thread (1, 2, 4, 8 or 16) for x and y of `dtype` (F16, BF16,
-// F32); nullptr for others.
-const void* fused_softmax_kernel(smxDataType_t dtype, int packs);
+// F32); nullptr for others. vector: 16-byte loads and stores (contiguous rows of whole packs, 16-byte aligned),
+// else element by element along the axis strides.
+const void* fused_softmax_kernel(smxDataType_t dtype, int packs, bool vector);
 // The one-thread kernel that opens a call: the epoch counted up, the row counter reset.
 const void* fused_begin_kernel();
 

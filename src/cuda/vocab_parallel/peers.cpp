@@ -122,9 +122,12 @@ private:
 
 class CudaFusedShardSoftmaxPlan final : public FusedShardSoftmaxPlan {
 public:
-    CudaFusedShardSoftmaxPlan(int device_id, const cuda::FusedParams& params, const cuda::Launch (&launches)[2],
+    // launches: the begin kernel, the element-wise fused kernel, and the 16-byte one (kernel nullptr where the
+    // layout does not allow it).
+    CudaFusedShardSoftmaxPlan(int device_id, const cuda::FusedParams& params, const cuda::Launch (&launches)[3],
                               std::string text)
-        : device_id_(device_id), params_(params), launches_{launches[0], launches[1]}, text_(std::move(text)) {}
+        : device_id_(device_id), params_(params), launches_{launches[0], launches[1], launches[2]},
+          text_(std::move(text)) {}
 
     const std::string& description() const override { return text_; }
 
@@ -134,18 +137,28 @@ public:
         cuda::FusedParams bound = params_;
         bound.x = x;
         bound.y = y;
-        // The planner allowed packs for the layout; the pointers must be 16-byte aligned as well.
+        // The layout allowed 16-byte packs at planning; the pointers must be 16-byte aligned as well.
         const bool aligned = (reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(y)) % 16 == 0;
-        bound.vector = params_.vector != 0 && aligned ? 1 : 0;
-        return cuda::launch_all(launches_, 2, &bound, static_cast<cudaStream_t>(stream));
+        const cuda::Launch launches[2] = {launches_[0],
+                                          aligned && launches_[2].kernel != nullptr ? launches_[2] : launches_[1]};
+        return cuda::launch_all(launches, 2, &bound, static_cast<cudaStream_t>(stream));
     }
 
 private:
     int device_id_;
     cuda::FusedParams params_;
-    cuda::Launch launches_[2];
+    cuda::Launch launches_[3];
     std::string text_;
 };
+
+// The fused kernel's launch: as many CTAs as the device keeps resident, no more than the rows.
+smxStatus_t fused_launch(const void* kernel, std::int64_t rows, const DeviceLimits& limits, cuda::Launch* launch) {
+    int blocks = 0;
+    SMX_RETURN_IF_ERROR(cuda::blocks_per_multiprocessor(kernel, cuda::kFusedThreads, 0, &blocks));
+    const unsigned grid = cuda::persistent_grid(std::max<std::int64_t>(rows, 1), blocks, limits.multiprocessor_count);
+    *launch = {kernel, dim3(grid), dim3(cuda::kFusedThreads), 0, 0};
+    return SMX_STATUS_SUCCESS;
+}
 
 // The fewest packs per thread (a power of two up to kFusedMaxPacksPerThread) that hold a row; 0 where none does.
 int packs_for(std::int64_t row_len, int pack) {
@@ -183,7 +196,7 @@ smxStatus_t make_cuda_fused_shard_softmax_plan(const ShardSoftmaxInfo& info, int
     SMX_RETURN_IF_ERROR(device.status());
     const int pack = 16 / static_cast<int>(dtype_size(info.x_dtype));
     const int packs = packs_for(info.row_len, pack);
-    const void* kernel = cuda::fused_softmax_kernel(info.x_dtype, packs);
+    const void* kernel = cuda::fused_softmax_kernel(info.x_dtype, packs, false);
     SMX_RETURN_IF_ERROR(cuda::require_kernel(kernel, info.x_dtype, info.y_dtype, "fused vocab-parallel softmax"));
 
     cuda::FusedParams params;
@@ -201,17 +214,16 @@ smxStatus_t make_cuda_fused_shard_softmax_plan(const ShardSoftmaxInfo& info, int
     const bool packed_rows = info.layout == RowLayout::Rows && info.x.axis_stride == 1 && info.y.axis_stride == 1 &&
                              info.row_len % pack == 0 && (info.x.row_stride * element) % 16 == 0 &&
                              (info.y.row_stride * element) % 16 == 0;
-    params.vector = packed_rows ? 1 : 0;
 
-    int blocks = 0;
-    SMX_RETURN_IF_ERROR(cuda::blocks_per_multiprocessor(kernel, cuda::kFusedThreads, 0, &blocks));
-    const unsigned grid = cuda::persistent_grid(std::max<std::int64_t>(info.rows, 1), blocks, limits.multiprocessor_count);
-    const cuda::Launch launches[2] = {
-        {cuda::fused_begin_kernel(), dim3(1), dim3(1), 0, 0},
-        {kernel, dim3(grid), dim3(cuda::kFusedThreads), 0, 0},
-    };
+    cuda::Launch launches[3] = {{cuda::fused_begin_kernel(), dim3(1), dim3(1), 0, 0}, {}, {}};
+    SMX_RETURN_IF_ERROR(fused_launch(kernel, info.rows, limits, &launches[1]));
+    if (packed_rows) {
+        SMX_RETURN_IF_ERROR(
+            fused_launch(cuda::fused_softmax_kernel(info.x_dtype, packs, true), info.rows, limits, &launches[2]));
+    }
+    const cuda::Launch& main = packed_rows ? launches[2] : launches[1];
     const std::string text = fmt::format("cuda vocab-parallel fused packs={} vector={} grid={} ranks={} rank={}", packs,
-                                         params.vector, grid, params.ranks, params.rank);
+                                         packed_rows ? 1 : 0, main.grid.x, params.ranks, params.rank);
     *plan = std::make_unique<CudaFusedShardSoftmaxPlan>(device_id, params, launches, text);
     return SMX_STATUS_SUCCESS;
 }
