@@ -214,16 +214,89 @@ void fused_calls(smxFusedShardSoftmaxDescriptor_t desc, void* y, const void* x, 
     cudaGraphDestroy(captured);
 }
 
+// bf16 bits of a float, rounded to nearest even (the values here are finite).
+std::uint16_t to_bf16(float value) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+float from_bf16(std::uint16_t bits) {
+    const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
+    float value;
+    std::memcpy(&value, &widened, sizeof value);
+    return value;
+}
+
+// The fused softmax of a shard of kRows x `columns` (F32 or BF16) that every rank holds alike, so the whole row is
+// `ranks` copies of it: fresh values with a NaN row and an all -inf row, checked against a float64 softmax of
+// the values as stored (bf16: to its rounding), and its y bytes returned, which every rank must produce alike.
+std::vector<unsigned char> replicated_fused(smxHandle_t handle, smxShardPeers_t peers, cudaStream_t stream, int ranks,
+                                            int rank, smxDataType_t dtype, std::int64_t columns) {
+    const bool bf16 = dtype == SMX_DTYPE_BF16;
+    const std::size_t count = static_cast<std::size_t>(kRows * columns), element = bf16 ? 2 : 4;
+    std::vector<float> values(count);
+    std::uint64_t state = 0x51ed270b2b6f3a1dull + static_cast<std::uint64_t>(columns);
+    for (float& v : values) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        v = static_cast<float>((static_cast<double>(state >> 11) / 9007199254740992.0 - 0.5) * 20.0);
+    }
+    values[2 * columns + columns - 1] = std::numeric_limits<float>::quiet_NaN();
+    for (std::int64_t j = 0; j < columns; ++j) values[4 * columns + j] = -INFINITY;
+    std::vector<std::uint16_t> halves(bf16 ? count : 0);
+    for (std::size_t k = 0; k < halves.size(); ++k) {
+        halves[k] = std::isnan(values[k]) ? 0x7fc0 : std::isinf(values[k]) ? 0xff80 : to_bf16(values[k]);
+        values[k] = from_bf16(halves[k]);
+    }
+    const Tensor desc_x(dtype, {kRows, columns});
+    void* x = device_copy(bf16 ? static_cast<const void*>(halves.data()) : values.data(), count * element);
+    void* y = output_alloc(count * element);
+    smxFusedShardSoftmaxDescriptor_t desc = nullptr;
+    require_smx(smxCreateFusedShardSoftmaxDescriptor(handle, &desc, peers, SMX_SOFTMAX, -1, desc_x.desc, desc_x.desc),
+                "smxCreateFusedShardSoftmaxDescriptor");
+    const char* plan = nullptr;
+    require_smx(smxGetFusedShardSoftmaxPlan(desc, &plan), "smxGetFusedShardSoftmaxPlan");
+    if (rank == 0) std::printf("fused plan (%lld %s columns): %s\n", (long long)columns, bf16 ? "bf16" : "f32", plan);
+    fused_calls(desc, y, x, count * element, stream, 1, false);
+    std::vector<unsigned char> bytes = download<unsigned char>(y, count * element);
+    for (std::int64_t r = 0; r < kRows; ++r) {
+        const float* row = &values[r * columns];
+        double max = -INFINITY, sum = 0;
+        bool nan = false;
+        for (std::int64_t j = 0; j < columns; ++j) {
+            nan = nan || std::isnan(row[j]);
+            max = std::max<double>(max, row[j]);
+        }
+        for (std::int64_t j = 0; j < columns; ++j) sum += ranks * std::exp(row[j] - max);
+        for (std::int64_t j = 0; j < columns; ++j) {
+            const std::size_t k = static_cast<std::size_t>(r * columns + j);
+            float got;
+            if (bf16) {
+                std::uint16_t half;
+                std::memcpy(&half, &bytes[k * 2], 2);
+                got = from_bf16(half);
+            } else {
+                std::memcpy(&got, &bytes[k * 4], 4);
+            }
+            const double want = nan || !std::isfinite(max) ? NAN : std::exp(row[j] - max) / sum;
+            CHECK(close(got, want, bf16 ? 8e-3 : 1e-5), "replicated fused %s softmax [%lld, %lld]: got %.9g, "
+                  "expected %.9g", bf16 ? "bf16" : "f32", (long long)r, (long long)j, got, want);
+        }
+    }
+    smxDestroyFusedShardSoftmaxDescriptor(desc);
+    cudaFree(x);
+    cudaFree(y);
+    return bytes;
+}
+
 // The one-read path (smxNcclCreateShardPeers, smxFusedShardSoftmax) on this rank's uneven f32 shard (the
 // element-wise kernel: its rows are not whole 16-byte packs), checked by `compare(got, log_mode, what)`: softmax
-// twice (out of place, then in place), log-softmax captured in a graph and replayed three times. Then a shard of
-// 4100 columns that every rank holds alike (16-byte packs, several per thread): the whole row is `ranks` copies
-// of it, checked against a float64 softmax, and its y bytes, which every rank must produce alike (the same
-// combined statistics), returned for the parent's comparison.
+// twice (out of place, then in place), log-softmax captured in a graph and replayed three times. Then shards every
+// rank holds alike (replicated_fused: f32 of 4100 columns, 4 packs a thread; bf16 of 32064, 8 packs, the benchmark's
+// x4 shard), whose y bytes, which every rank must produce alike (the same combined statistics), it returns.
 template <class Compare>
 std::vector<unsigned char> run_fused(int rank, int ranks, const RankDevice& device, const void* shard_device,
                                      const Tensor& shard_desc, std::int64_t length, const Compare& compare) {
-    constexpr std::int64_t kReplicatedColumns = 4100;
     smxHandle_t handle = device.handle;
     cudaStream_t stream = device.stream;
     smxShardPeers_t peers = nullptr;
@@ -247,51 +320,14 @@ std::vector<unsigned char> run_fused(int rank, int ranks, const RankDevice& devi
         smxDestroyFusedShardSoftmaxDescriptor(desc);
     }
 
-    // The replicated shard: fresh values, the same on every rank, with a NaN row and an all -inf row.
-    std::vector<float> replicated(kRows * kReplicatedColumns);
-    std::uint64_t state = 0x51ed270b2b6f3a1dull;
-    for (float& v : replicated) {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        v = static_cast<float>((static_cast<double>(state >> 11) / 9007199254740992.0 - 0.5) * 20.0);
-    }
-    replicated[2 * kReplicatedColumns + 4099] = std::numeric_limits<float>::quiet_NaN();
-    for (std::int64_t j = 0; j < kReplicatedColumns; ++j) replicated[4 * kReplicatedColumns + j] = -INFINITY;
-    const Tensor replicated_desc(SMX_DTYPE_F32, {kRows, kReplicatedColumns});
-    void* x = device_copy(replicated.data(), replicated.size() * sizeof(float));
-    void* y = output_alloc(replicated.size() * sizeof(float));
-    smxFusedShardSoftmaxDescriptor_t desc = nullptr;
-    require_smx(smxCreateFusedShardSoftmaxDescriptor(handle, &desc, peers, SMX_SOFTMAX, -1, replicated_desc.desc,
-                                                     replicated_desc.desc),
-                "smxCreateFusedShardSoftmaxDescriptor");
-    const char* plan = nullptr;
-    require_smx(smxGetFusedShardSoftmaxPlan(desc, &plan), "smxGetFusedShardSoftmaxPlan");
-    if (rank == 0) std::printf("fused plan (4100 f32 columns): %s\n", plan);
-    fused_calls(desc, y, x, replicated.size() * sizeof(float), stream, 1, false);
-    const std::vector<float> got = download<float>(y, replicated.size());
-    for (std::int64_t r = 0; r < kRows; ++r) {
-        const float* row = &replicated[r * kReplicatedColumns];
-        double max = -INFINITY, sum = 0;
-        bool nan = false;
-        for (std::int64_t j = 0; j < kReplicatedColumns; ++j) {
-            nan = nan || std::isnan(row[j]);
-            max = std::max<double>(max, row[j]);
-        }
-        for (std::int64_t j = 0; j < kReplicatedColumns; ++j) sum += ranks * std::exp(row[j] - max);
-        for (std::int64_t j = 0; j < kReplicatedColumns; ++j) {
-            const double want = nan || !std::isfinite(max) ? NAN : std::exp(row[j] - max) / sum;
-            CHECK(close(got[r * kReplicatedColumns + j], want, 1e-5), "replicated fused softmax [%lld, %lld]: got %.9g, "
-                  "expected %.9g", (long long)r, (long long)j, got[r * kReplicatedColumns + j], want);
-        }
-    }
+    std::vector<unsigned char> bits = replicated_fused(handle, peers, stream, ranks, rank, SMX_DTYPE_F32, 4100);
+    const std::vector<unsigned char> bf16_bits = replicated_fused(handle, peers, stream, ranks, rank, SMX_DTYPE_BF16, 32064);
+    bits.insert(bits.end(), bf16_bits.begin(), bf16_bits.end());
     std::int64_t timed_out = -1;
     require_smx(smxGetShardPeersTimeouts(peers, &timed_out), "smxGetShardPeersTimeouts");
     CHECK(timed_out == 0, "%lld rows waited for a peer past the limit", (long long)timed_out);
-    smxDestroyFusedShardSoftmaxDescriptor(desc);
-    cudaFree(x);
-    cudaFree(y);
     require_smx(smxDestroyShardPeers(peers), "smxDestroyShardPeers");
-    return std::vector<unsigned char>(reinterpret_cast<const unsigned char*>(got.data()),
-                                      reinterpret_cast<const unsigned char*>(got.data() + got.size()));
+    return bits;
 }
 
 // One rank's whole run; returns its logsumexp and loss bytes for the parent's comparison.
@@ -512,12 +548,6 @@ bool parse_shapes(const char* text, std::vector<Shape>* shapes) {
     return !shapes->empty();
 }
 
-// bf16 bits of a float, rounded to nearest even (the values here are finite).
-std::uint16_t to_bf16(float value) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
 
 // Device memory of `elements` bf16 logits: a block of random values (spread 3) repeated. Timing does not depend
 // on the values, so one block generated on the host fills a buffer of any size.
