@@ -10,7 +10,9 @@ For bf16 logits of 8192 x 128256 and 16384 x 151936 split evenly along the vocab
 five ways, with CUDA events after a warm-up (median of --repeats calls, every rank lined up by a barrier before
 each call and between cases; the stream held by a spin kernel while the host enqueues each call, so the figures
 are device time, as compare_torch.py's):
-  smx           smx.distributed.<op> of its shard (statistics, one all-gather of them, step 3)
+  smx           smx.distributed.<op> of its shard (statistics, one all-gather of them, step 3; softmax and
+                log_softmax take the one-read fused path where the GPUs have peer access, the three steps with
+                SMX_DISTRIBUTED_FUSED=0, so two runs compare them)
   allgather     all_gather_into_tensor of the shards, then torch's operator on the whole rows
   megatron      the Megatron pattern in PyTorch, in float32: local max, all_reduce MAX, exp-sum, all_reduce SUM,
                 then divide (softmax), subtract the log (log_softmax, logsumexp) or, for cross-entropy,

@@ -665,6 +665,98 @@ SMX_API smxStatus_t smxShardCrossEntropy(smxShardCrossEntropyDescriptor_t desc, 
 SMX_API smxStatus_t smxDestroyShardCrossEntropyDescriptor(smxShardCrossEntropyDescriptor_t desc);
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Vocabulary-parallel in one read: the statistics exchanged inside the kernel, over NVLink         */
+/* ------------------------------------------------------------------------------------------------ */
+/* The three steps above read each shard twice (statistics, then normalize). On GPUs of one node with peer
+ * access, one kernel per rank can read each row once: it holds the row on chip, stores its (max, sum) into
+ * every rank's mailbox for that row through peer-mapped memory, waits for every rank's, combines them in rank
+ * order (the same bits on every rank) and writes y from the held row (docs/distributed.md, "Phase 2").
+ * Setup, once per (group of ranks, device), on every rank:
+ *   smxCreateShardPeers(handle, &peers, ranks, rank, maxRows);     // allocates this rank's mailbox
+ *   smxGetShardPeersHandle(peers, mine);                          // SMX_SHARD_PEERS_HANDLE_BYTES bytes
+ *   ... exchange the handles (an all-gather: NCCL, torch.distributed's all_gather_object, MPI) ...
+ *   smxConnectShardPeers(peers, all);                             // maps every other rank's mailbox
+ * then per problem smxCreateFusedShardSoftmaxDescriptor, and per call smxFusedShardSoftmax (launch-only).
+ * Every rank runs one process (CUDA IPC handles do not open in the process that made them). */
+
+/** The bytes of one rank's mailbox handle (a cudaIpcMemHandle_t). */
+#define SMX_SHARD_PEERS_HANDLE_BYTES 64
+
+/** The most ranks a group may have. */
+#define SMX_SHARD_PEERS_MAX_RANKS 8
+
+/** One rank's side of a group of ranks that exchange row statistics through each other's mailboxes: its
+ *  mailbox (device memory), the other ranks' mailboxes mapped into this process, the row counter and the call
+ *  counter of its kernel. One per (group, device); used by one stream at a time. */
+typedef struct smxShardPeers* smxShardPeers_t;
+
+/** Creates this rank's side of a group of `ranks` ranks (1 to SMX_SHARD_PEERS_MAX_RANKS), this one `rank`
+ *  (0-based: rank r holds the shard after rank r - 1's), for problems of at most `maxRows` rows (>= 0).
+ *  Allocates the mailbox on the handle's device and synchronizes that device (a setup call, not for a hot
+ *  loop). Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT (handle), SMX_STATUS_BAD_PARAM_DEVICE (a CPU
+ *  handle: peers are CUDA devices), SMX_STATUS_BAD_PARAM (ranks, rank or maxRows out of range),
+ *  SMX_STATUS_ALLOC_FAILED, SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxCreateShardPeers(smxHandle_t handle, smxShardPeers_t* peers, int ranks, int rank,
+                                        int64_t maxRows);
+
+/** Writes this rank's mailbox handle (SMX_SHARD_PEERS_HANDLE_BYTES bytes) to `handle`, for the other ranks'
+ *  smxConnectShardPeers. Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxGetShardPeersHandle(smxShardPeers_t peers, void* handle);
+
+/** Maps every other rank's mailbox: `handles` holds ranks * SMX_SHARD_PEERS_HANDLE_BYTES bytes, rank 0's
+ *  handle first (what an all-gather of smxGetShardPeersHandle gives; this rank's own is not read). Enables
+ *  peer access; synchronizes. Call once, on every rank, before any fused call. Fails with
+ *  SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, SMX_STATUS_BAD_PARAM (connected already),
+ *  SMX_STATUS_EXECUTION_FAILED (a handle did not open: another node, no peer access between the devices, or
+ *  a handle of this same process). */
+SMX_API smxStatus_t smxConnectShardPeers(smxShardPeers_t peers, const void* handles);
+
+/** The rows whose wait for a peer's statistics ran out since the group was created (a peer that never
+ *  called, or called with another problem). Such a row's y is NaN, and every later call's rows are NaN
+ *  without waiting: the group is broken and should be destroyed. Synchronizes the device (a check for tests
+ *  and error paths, not for a hot loop). Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT,
+ *  SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxGetShardPeersTimeouts(smxShardPeers_t peers, int64_t* timedOutRows);
+
+/** Unmaps the peers' mailboxes and frees this rank's; synchronizes the device first. Every descriptor made
+ *  on it must be destroyed before. NULL is a no-op; anything but a live one is SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyShardPeers(smxShardPeers_t peers);
+
+/** A validated fused shard-softmax problem with its chosen plan, on one connected smxShardPeers_t. */
+typedef struct smxFusedShardSoftmaxDescriptor* smxFusedShardSoftmaxDescriptor_t;
+
+/** Creates a descriptor for softmax or log-softmax of the whole rows in one read of this rank's shard:
+ *  smxShardSoftmax's formulas and special values, with the statistics of the group's ranks exchanged inside
+ *  the kernel. peers: connected, on the handle's device; it must outlive the descriptor. mode, axis, yDesc,
+ *  xDesc: as for smxCreateSoftmaxDescriptor, this rank's shard (its axis may be of size 0); every rank must
+ *  create the same rows (its own shard width).
+ *  Fails as smxCreateSoftmaxDescriptor, with SMX_STATUS_BAD_PARAM (peers not connected, more rows than its
+ *  maxRows, or on another device), and SMX_STATUS_NOT_SUPPORTED where the kernel cannot hold a row on chip
+ *  (rows longer than smxGetFusedShardSoftmaxMaxRowLength) or the dtype pair is not one of F16, BF16 or F32
+ *  to itself: run the three steps then. */
+SMX_API smxStatus_t smxCreateFusedShardSoftmaxDescriptor(smxHandle_t handle, smxFusedShardSoftmaxDescriptor_t* desc,
+                                                         smxShardPeers_t peers, smxSoftmaxMode_t mode, int axis,
+                                                         smxTensorDescriptor_t yDesc, smxTensorDescriptor_t xDesc);
+
+/** The longest shard row the fused kernel holds on chip for x of `dtype` (0 for a dtype it does not take). */
+SMX_API smxStatus_t smxGetFusedShardSoftmaxMaxRowLength(smxDataType_t dtype, int64_t* maxRowLength);
+
+/** The chosen plan as text; the string lives until the descriptor is destroyed. */
+SMX_API smxStatus_t smxGetFusedShardSoftmaxPlan(smxFusedShardSoftmaxDescriptor_t desc, const char** plan);
+
+/** Computes this rank's y on `stream`: launches only (no allocation, no synchronization), so it can be captured
+ *  in a CUDA graph. Like a collective, every rank of the group must make the same calls in the same order, and
+ *  calls on one smxShardPeers_t must not overlap (one stream at a time). In place (y == x, same layout) is
+ *  allowed. A rank that does not call leaves the others waiting until the wait runs out
+ *  (smxGetShardPeersTimeouts). Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _ALIGNMENT, _OVERLAP,
+ *  _DEVICE, SMX_STATUS_EXECUTION_FAILED. */
+SMX_API smxStatus_t smxFusedShardSoftmax(smxFusedShardSoftmaxDescriptor_t desc, void* y, const void* x, void* stream);
+
+/** Destroys a fused shard-softmax descriptor. NULL is a no-op; anything but a live one is
+ *  SMX_STATUS_BAD_PARAM_OBJECT. */
+SMX_API smxStatus_t smxDestroyFusedShardSoftmaxDescriptor(smxFusedShardSoftmaxDescriptor_t desc);
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Logging                                                                                          */
 /* ------------------------------------------------------------------------------------------------ */
 

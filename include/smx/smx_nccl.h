@@ -83,6 +83,15 @@ SMX_API smxStatus_t smxNcclCrossEntropy(smxNcclDescriptor_t desc, void* workspac
 /** Destroys a descriptor (not the communicator). NULL is a no-op. */
 SMX_API smxStatus_t smxNcclDestroyDescriptor(smxNcclDescriptor_t desc);
 
+/** Sets up this rank's side of the one-read softmax's group over `comm` (smx.h, "Vocabulary-parallel in one
+ *  read"): smxCreateShardPeers with comm's rank count and this rank's number, one ncclAllGather of the mailbox
+ *  handles, smxConnectShardPeers. A setup call, collective over comm: it allocates and synchronizes the device.
+ *  Fails as smxCreateShardPeers and smxConnectShardPeers (SMX_STATUS_EXECUTION_FAILED where the ranks are not
+ *  GPUs of one node with peer access: use smxNcclSoftmax then), and with SMX_STATUS_EXECUTION_FAILED where NCCL
+ *  or CUDA failed. */
+SMX_API smxStatus_t smxNcclCreateShardPeers(smxHandle_t handle, struct ncclComm* comm, int64_t maxRows,
+                                            smxShardPeers_t* peers);
+
 /** Why the calling thread's last failed smxNccl* call failed: libsmx's own message where a step failed, NCCL's
  *  text where NCCL did. Never NULL; valid until the thread's next smxNccl* call. */
 SMX_API const char* smxNcclGetLastErrorMessage(void);

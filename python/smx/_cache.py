@@ -141,6 +141,15 @@ def backward_descriptor(device_type, device_id, mode, axis, shape, dx_strides, d
                                                     dx_dtype, dy_dtype, y_dtype))
 
 
+def handle_of(device_type, device_id):
+    """The process's one smx handle for (device type, device id), created on first use."""
+    with _lock:
+        handle = _handles.get((device_type, device_id))
+        if handle is None:
+            handle = _handles[(device_type, device_id)] = _Handle(device_type, device_id)
+        return handle
+
+
 def cached(key, device_type, device_id, make):
     """The cached descriptor of any operator for `key` (a tuple naming the whole problem, device included,
     and different for each operator), made by make(handle) on a miss, evicting the least recently used one
@@ -152,10 +161,7 @@ def cached(key, device_type, device_id, make):
             _stats["hits"] += 1
             return found
         _stats["misses"] += 1
-        handle = _handles.get((device_type, device_id))
-        if handle is None:
-            handle = _handles[(device_type, device_id)] = _Handle(device_type, device_id)
-        created = make(handle)
+        created = make(handle_of(device_type, device_id))
         _descriptors[key] = created
         if len(_descriptors) > MAX_DESCRIPTORS:
             _descriptors.popitem(last=False)

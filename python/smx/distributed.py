@@ -9,16 +9,23 @@ Each call runs libsmx's three steps (docs/distributed.md): this rank's per-row s
 all-gather of them over the group (a few floats per row), then this rank's part of the result from every rank's
 statistics combined in rank order (smxShardSoftmax, smxShardLogsumexp, smxShardCrossEntropy). Every rank combines the
 same gathered values the same way, so the statistics (logsumexp, the loss) are the same bits on every rank.
+softmax and log_softmax read the shard once instead where every rank of the group is a CUDA device of one node
+with peer access (libsmx's fused path: the statistics exchanged inside the kernel through NVLink, docs/distributed.md
+"Phase 2"); `use_fused = False` (or SMX_DISTRIBUTED_FUSED=0 in the environment at import) keeps them on the three
+steps.
 Backends: NCCL for CUDA tensors, gloo for CPU ones (any backend with all_gather_into_tensor and all_reduce). Shards
 are laid out rank after rank along `dim` (rank 0 holds the first classes) and may differ in size; every rank passes
 the same shapes but for `dim`, and for cross_entropy the same targets (global class indices). Needs torch."""
 
 import ctypes
+import math
+import os
 
 import torch
 import torch.distributed as dist
 
-from . import _arrays, _dtypes, _logprobs, _streams
+from . import _arrays, _cache, _dtypes, _logprobs, _streams
+from ._errors import SmxError, check
 from ._lib import CrossEntropyOptions, lib
 
 __all__ = ["softmax", "log_softmax", "logsumexp", "cross_entropy"]
@@ -93,6 +100,146 @@ def _normalize(x, axis, gathered, mode, dtype):
     return y
 
 
+# ---- the one-read path (smxShardPeers_t, smxFusedShardSoftmax) ------------------------------------------------
+
+#: Whether softmax and log_softmax take the fused path where every rank of the group can (see the module's text).
+use_fused = os.environ.get("SMX_DISTRIBUTED_FUSED", "1") != "0"
+#: softmax and log_softmax calls by path since import: "fused" or "three_step" (for tests and benchmarks).
+path_counts = {"fused": 0, "three_step": 0}
+
+_HANDLE_BYTES = 64  # smx.h's SMX_SHARD_PEERS_HANDLE_BYTES
+_FUSED_DTYPES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3}  # the fused kernel's, as smxDataType_t
+
+
+class _FusedDescriptor:
+    """An smxFusedShardSoftmaxDescriptor_t (no workspace); destroyed by its _Peers, before the peers."""
+    __slots__ = ("pointer", "workspace_bytes")
+
+    def __init__(self, handle, peers, mode, axis, x_view, y_view):
+        self.pointer, self.workspace_bytes = None, 0
+        made = [_cache.tensor_descriptor(v.dtype, *_arrays.c_layout(v.shape, v.strides)) for v in (y_view, x_view)]
+        try:
+            pointer = ctypes.c_void_p()
+            check(lib.smxCreateFusedShardSoftmaxDescriptor(handle.pointer, ctypes.byref(pointer), peers, mode, axis,
+                                                           *made))
+            self.pointer = pointer.value
+        finally:
+            for desc in made:
+                lib.smxDestroyTensorDescriptor(desc)
+
+
+class _Peers:
+    """This rank's smxShardPeers_t of one (group, device), connected to every rank's (`connected`), with the
+    fused descriptors made on it. Setup is collective: every rank of the group makes one at the same call."""
+
+    def __init__(self, group, device, rows):
+        self.pointer, self.rows, self.descriptors, self.connected = None, rows, {}, False
+        self.handle = _cache.handle_of(_arrays.CUDA, device.index)
+        try:
+            pointer = ctypes.c_void_p()
+            check(lib.smxCreateShardPeers(self.handle.pointer, ctypes.byref(pointer), dist.get_world_size(group),
+                                          dist.get_rank(group), rows))
+            self.pointer = pointer.value
+            mine = (ctypes.c_ubyte * _HANDLE_BYTES)()
+            check(lib.smxGetShardPeersHandle(self.pointer, mine))
+            mine = bytes(mine)
+        except SmxError:
+            mine = None  # the other ranks still gather, so this rank answers with nothing
+        everyone = [None] * dist.get_world_size(group)
+        dist.all_gather_object(everyone, mine, group=group)
+        if all(h is not None for h in everyone):
+            self.connected = lib.smxConnectShardPeers(self.pointer, b"".join(everyone)) == 0
+
+    def close(self):
+        for descriptor in self.descriptors.values():
+            lib.smxDestroyFusedShardSoftmaxDescriptor(descriptor.pointer)
+        self.descriptors = {}
+        if self.pointer:
+            lib.smxDestroyShardPeers(self.pointer)
+            self.pointer = None
+
+
+_peers = {}     # (group, device index) -> _Peers, or None where a setup failed on some rank (three steps then)
+_refused = set()  # problems that some rank of their group cannot run fused
+
+
+def _every_rank_agrees(flag, group, device):
+    """True where `flag` holds on every rank of the group (one all-reduce; setup only)."""
+    agreed = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=group)
+    return bool(agreed.item())
+
+
+def _peers_for(group, device, rows):
+    """The group's connected peers on `device` with room for `rows` rows, set up (collectively) where there are
+    none or too few rows; None where the group cannot have them. Every rank reaches the same answer: the rows and
+    the previous setups are the same on every rank."""
+    key = (group, device.index)
+    if key in _peers:
+        peers = _peers[key]
+        if peers is None or peers.rows >= rows:
+            return peers
+        peers.close()
+    with torch.cuda.device(device):
+        peers = _Peers(group, device, rows)
+        if not _every_rank_agrees(peers.connected, group, device):
+            peers.close()
+            peers = None
+    _peers[key] = peers
+    return peers
+
+
+def _fused_descriptor(x, y, axis, group, mode):
+    """The fused descriptor of this problem where every rank of the group runs it fused, else None. Its first
+    call per problem is collective (two all-reduces and perhaps the peers' setup), so every rank must make the
+    same calls, as for any collective."""
+    if not use_fused or x.device.type != "cuda":
+        return None
+    group = group if group is not None else dist.group.WORLD
+    key = (group, x.device.index, tuple(x.shape), tuple(x.stride()), x.dtype, tuple(y.stride()), y.dtype, mode, axis)
+    peers = _peers.get((group, x.device.index))
+    if peers is not None and key in peers.descriptors:
+        return peers.descriptors[key]
+    if key in _refused:
+        return None
+    limit = ctypes.c_int64(0)
+    code = _FUSED_DTYPES.get(x.dtype)
+    check(lib.smxGetFusedShardSoftmaxMaxRowLength(code or 0, ctypes.byref(limit)))
+    possible = (dist.get_backend(group) == "nccl" and code is not None and y.dtype == x.dtype and
+                x.shape[axis] <= limit.value)
+    descriptor = None
+    if _every_rank_agrees(possible, group, x.device):
+        peers = _peers_for(group, x.device, math.prod(s for d, s in enumerate(x.shape) if d != axis))
+        if peers is not None:
+            try:
+                descriptor = _FusedDescriptor(peers.handle, peers.pointer, mode, axis, _view(x), _view(y))
+            except SmxError:
+                descriptor = None
+        if _every_rank_agrees(descriptor is not None, group, x.device):
+            peers.descriptors[key] = descriptor
+            return descriptor
+        if descriptor is not None:
+            lib.smxDestroyFusedShardSoftmaxDescriptor(descriptor.pointer)
+    _refused.add(key)
+    return None
+
+
+def _softmax_forward(x, axis, group, mode, dtype):
+    """This rank's shard of y: fused where the group runs it so, else the three steps."""
+    if dtype is None or dtype == x.dtype:
+        y = torch.empty_like(x)
+        descriptor = _fused_descriptor(x, y, axis, group, mode)
+        if descriptor is not None:
+            path_counts["fused"] += 1
+            x_view, y_view = _view(x), _view(y, writable=True)
+            _streams.launch([x_view, y_view], descriptor,
+                            lambda _: lib.smxFusedShardSoftmax(descriptor.pointer, y_view.pointer, x_view.pointer,
+                                                               x_view.stream))
+            return y
+    path_counts["three_step"] += 1
+    return _normalize(x, axis, _gathered_statistics(x, axis, group), mode, dtype)
+
+
 def _compute_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
@@ -103,7 +250,7 @@ class _Softmax(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, axis, group, mode, dtype):
-        y = _normalize(x, axis, _gathered_statistics(x, axis, group), mode, dtype)
+        y = _softmax_forward(x, axis, group, mode, dtype)
         ctx.save_for_backward(y)
         ctx.axis, ctx.group, ctx.mode, ctx.x_dtype = axis, group, mode, x.dtype
         return y

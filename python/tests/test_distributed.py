@@ -6,7 +6,8 @@ element, so the first ranks' slices are all -inf while the last one's is not), t
 ignore_index everywhere; and the statistics (logsumexp, the loss) the same bits on every rank.
 
 A process start costs seconds (importing torch), so one test starts 4 processes once and runs every case in them
-twice: in a group of ranks 0 and 1 (the `group` argument), then in all 4."""
+twice: in a group of ranks 0 and 1 (the `group` argument), then in all 4. On CUDA the softmaxes take the one-read
+(fused) path where the GPUs have peer access, and run again with it switched off (the three steps)."""
 
 import os
 import tempfile
@@ -155,6 +156,22 @@ def _check_cross_entropy(group, device, smx):
         _assert_close(x.grad, torch.zeros_like(x), f"rank {rank} every row ignored {reduction} gradient")
 
 
+def _check_both_softmax_paths(world, device, smx):
+    """On GPUs with peer access the softmaxes above took the one-read path (bf16 and f32 shards; f64 takes the three
+    steps); with it switched off they take the three steps, and give the same results."""
+    import smx.distributed as sd
+    peer_access = all(torch.cuda.can_device_access_peer(a, b) for a in range(world) for b in range(world) if a != b)
+    if peer_access:
+        assert sd.path_counts["fused"] > 0, f"no call took the fused path: {sd.path_counts}"
+    fused_before = sd.path_counts["fused"]
+    sd.use_fused = False
+    try:
+        _check_softmax_family(dist.group.WORLD, device, smx)
+    finally:
+        sd.use_fused = True
+    assert sd.path_counts["fused"] == fused_before, "a call took the fused path while it was switched off"
+
+
 def _worker(rank, world, init_file, device_type):
     os.environ["SMX_TORCH_EXTENSION"] = "0"  # the single-process results through the Python kernels: no build
     import smx
@@ -169,6 +186,8 @@ def _worker(rank, world, init_file, device_type):
             if group is dist.group.WORLD or rank < 2:
                 _check_softmax_family(group, device, smx)
                 _check_cross_entropy(group, device, smx)
+        if device_type == "cuda":
+            _check_both_softmax_paths(world, device, smx)
     finally:
         dist.destroy_process_group()
 

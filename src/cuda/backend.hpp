@@ -13,6 +13,7 @@
 #include "ops/softmax_backward/info.hpp"
 #include "ops/softmax_backward/plan.hpp"
 #include "ops/vocab_parallel/info.hpp"
+#include "ops/vocab_parallel/peers.hpp"
 #include "ops/vocab_parallel/plan.hpp"
 
 namespace smx {
@@ -56,6 +57,16 @@ smxStatus_t make_cuda_shard_logsumexp_plan(const ShardLogsumexpInfo& info, int d
 smxStatus_t make_cuda_shard_cross_entropy_plan(const ShardCrossEntropyInfo& info, int device_id,
                                                const DeviceLimits& limits, const cuda::PlanPreferences& preferences,
                                                std::unique_ptr<ShardCrossEntropyPlan>* plan);
+
+// The one-read vocabulary-parallel softmax (src/cuda/vocab_parallel/peers.cpp): a rank's mailbox on device_id
+// (allocated, cleared, the device synchronized), and the fused kernel's plan on a connected one. The plan fails
+// with SMX_STATUS_NOT_SUPPORTED where the kernel cannot hold the rows (ops/vocab_parallel/peers.hpp's
+// fused_shard_softmax_max_row_length).
+smxStatus_t make_cuda_peer_mailbox(int device_id, int ranks, int rank, std::int64_t max_rows,
+                                   std::unique_ptr<PeerMailbox>* mailbox);
+smxStatus_t make_cuda_fused_shard_softmax_plan(const ShardSoftmaxInfo& info, int device_id,
+                                               const DeviceLimits& limits, const PeerMailbox& mailbox,
+                                               std::unique_ptr<FusedShardSoftmaxPlan>* plan);
 
 // Call-time check that each operand of `operands` whose pointer is not NULL is memory the device `device_id`
 // can address (device or managed memory of that device, or mapped host memory), naming it by its

@@ -14,6 +14,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "smx/smx_nccl.h"
 
@@ -33,6 +34,12 @@ smxStatus_t fail(smxStatus_t status, std::string message) {
 // A libsmx failure: its own message becomes this library's.
 smxStatus_t smx_failed(smxStatus_t status, const char* step) {
     return fail(status, std::string(step) + ": " + smxGetLastErrorMessage());
+}
+
+// An NCCL failure, with NCCL's own last message.
+smxStatus_t nccl_failed(ncclResult_t result, ncclComm_t comm, const char* what) {
+    return fail(SMX_STATUS_EXECUTION_FAILED,
+                std::string(what) + " failed: " + ncclGetErrorString(result) + " (" + ncclGetLastError(comm) + ")");
 }
 
 std::size_t round_up(std::size_t bytes) { return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
@@ -204,9 +211,37 @@ smxStatus_t gather_statistics(smxNcclDescriptor_t desc, unsigned char* workspace
     if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "the statistics step");
     const ncclResult_t gathered = ncclAllGather(workspace, workspace + desc->gathered_offset, desc->block_count,
                                                 desc->nccl_dtype, desc->comm, static_cast<cudaStream_t>(stream));
-    if (gathered != ncclSuccess) {
-        return fail(SMX_STATUS_EXECUTION_FAILED, std::string("ncclAllGather failed: ") + ncclGetErrorString(gathered) +
-                                                     " (" + ncclGetLastError(desc->comm) + ")");
+    if (gathered != ncclSuccess) return nccl_failed(gathered, desc->comm, "ncclAllGather");
+    return SMX_STATUS_SUCCESS;
+}
+
+smxStatus_t cuda_failed(cudaError_t error, const char* what) {
+    return fail(SMX_STATUS_EXECUTION_FAILED, std::string(what) + " failed: " + cudaGetErrorString(error));
+}
+
+// Every rank's `bytes` bytes at host[rank * bytes] to every rank, through a device buffer and one ncclAllGather
+// on a stream of its own; synchronizes (setup only).
+smxStatus_t all_gather_bytes(ncclComm_t comm, unsigned char* host, std::size_t bytes, int rank, int ranks) {
+    const std::size_t total = bytes * static_cast<std::size_t>(ranks);
+    void* device = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaError_t error = cudaMalloc(&device, total);
+    if (error != cudaSuccess) return cuda_failed(error, "cudaMalloc of the handles' buffer");
+    const std::unique_ptr<void, cudaError_t (*)(void*)> freed(device, cudaFree);
+    if ((error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        return cuda_failed(error, "cudaStreamCreate");
+    }
+    const std::unique_ptr<CUstream_st, cudaError_t (*)(cudaStream_t)> destroyed(stream, cudaStreamDestroy);
+    auto* mine = static_cast<unsigned char*>(device) + static_cast<std::size_t>(rank) * bytes;
+    if ((error = cudaMemcpy(mine, host + static_cast<std::size_t>(rank) * bytes, bytes, cudaMemcpyHostToDevice)) !=
+        cudaSuccess) {
+        return cuda_failed(error, "cudaMemcpy of this rank's handle");
+    }
+    const ncclResult_t result = ncclAllGather(mine, device, bytes, ncclUint8, comm, stream);
+    if (result != ncclSuccess) return nccl_failed(result, comm, "ncclAllGather of the mailbox handles");
+    if ((error = cudaStreamSynchronize(stream)) != cudaSuccess) return cuda_failed(error, "the handles' all-gather");
+    if ((error = cudaMemcpy(host, device, total, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        return cuda_failed(error, "cudaMemcpy of the handles");
     }
     return SMX_STATUS_SUCCESS;
 }
@@ -315,6 +350,34 @@ SMX_API smxStatus_t smxNcclDestroyDescriptor(smxNcclDescriptor_t desc) {
     *static_cast<volatile std::uint64_t*>(&desc->tag) = kDestroyedTag;
     delete desc;
     return SMX_STATUS_SUCCESS;
+}
+
+SMX_API smxStatus_t smxNcclCreateShardPeers(smxHandle_t handle, struct ncclComm* comm, int64_t maxRows,
+                                            smxShardPeers_t* peers) {
+    return guarded([&] {
+        if (peers == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "peers (the output pointer) is NULL");
+        *peers = nullptr;
+        if (comm == nullptr) return fail(SMX_STATUS_BAD_PARAM_NULL_POINTER, "comm is NULL");
+        int ranks = 0, rank = 0;
+        ncclResult_t result = ncclCommCount(comm, &ranks);
+        if (result == ncclSuccess) result = ncclCommUserRank(comm, &rank);
+        if (result != ncclSuccess) return nccl_failed(result, comm, "ncclCommCount/ncclCommUserRank");
+        smxShardPeers_t made = nullptr;
+        smxStatus_t status = smxCreateShardPeers(handle, &made, ranks, rank, maxRows);
+        if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "smxCreateShardPeers");
+        std::unique_ptr<smxShardPeers, decltype(&smxDestroyShardPeers)> owned(made, smxDestroyShardPeers);
+        std::vector<unsigned char> handles(static_cast<std::size_t>(ranks) * SMX_SHARD_PEERS_HANDLE_BYTES);
+        status = smxGetShardPeersHandle(made, handles.data() + static_cast<std::size_t>(rank) * SMX_SHARD_PEERS_HANDLE_BYTES);
+        if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "smxGetShardPeersHandle");
+        if ((status = all_gather_bytes(comm, handles.data(), SMX_SHARD_PEERS_HANDLE_BYTES, rank, ranks)) !=
+            SMX_STATUS_SUCCESS) {
+            return status;
+        }
+        status = smxConnectShardPeers(made, handles.data());
+        if (status != SMX_STATUS_SUCCESS) return smx_failed(status, "smxConnectShardPeers");
+        *peers = owned.release();
+        return SMX_STATUS_SUCCESS;
+    });
 }
 
 SMX_API const char* smxNcclGetLastErrorMessage(void) { return last_error.c_str(); }

@@ -202,3 +202,74 @@ TEST_CASE("the shard descriptors answer their queries and refuse one another", "
     CHECK(smxDestroyShardLogsumexpDescriptor(nullptr) == SMX_STATUS_SUCCESS);
     CHECK(smxDestroyShardCrossEntropyDescriptor(nullptr) == SMX_STATUS_SUCCESS);
 }
+
+// ---- the one-read path's setup (smxShardPeers_t): what a build without GPUs can check ----------------------
+
+TEST_CASE("shard peers refuse a bad group, NULL and foreign objects, and a CPU handle", "[api]") {
+    CpuHandle handle;
+    smxShardPeers_t peers = reinterpret_cast<smxShardPeers_t>(&handle);  // overwritten with NULL on failure
+    struct BadGroup {
+        int ranks;
+        int rank;
+        std::int64_t max_rows;
+        const char* message;
+    };
+    const BadGroup bad_groups[] = {{0, 0, 4, "ranks 0 is outside [1, 8]"},
+                                   {SMX_SHARD_PEERS_MAX_RANKS + 1, 0, 4, "ranks 9 is outside"},
+                                   {2, -1, 4, "rank -1 is outside [0, 2)"},
+                                   {2, 2, 4, "rank 2 is outside [0, 2)"},
+                                   {2, 0, -1, "maxRows -1 is outside"},
+                                   {2, 0, std::int64_t{1} << 31, "maxRows 2147483648 is outside"}};
+    for (const BadGroup& group : bad_groups) {
+        CHECK(smxCreateShardPeers(handle.handle, &peers, group.ranks, group.rank, group.max_rows) ==
+              SMX_STATUS_BAD_PARAM);
+        CHECK_THAT(last_error(), Contains(group.message));
+        CHECK(peers == nullptr);
+    }
+    CHECK(smxCreateShardPeers(handle.handle, &peers, 2, 1, 4) == SMX_STATUS_BAD_PARAM_DEVICE);
+    CHECK_THAT(last_error(), Contains("a CPU handle has no peers"));
+    CHECK(peers == nullptr);
+    CHECK(smxCreateShardPeers(handle.handle, nullptr, 2, 1, 4) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK(smxCreateShardPeers(nullptr, &peers, 2, 1, 4) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+
+    unsigned char handles[2 * SMX_SHARD_PEERS_HANDLE_BYTES] = {};
+    std::int64_t timed_out = 0;
+    CHECK(smxGetShardPeersHandle(nullptr, handles) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK(smxConnectShardPeers(nullptr, handles) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK(smxGetShardPeersTimeouts(nullptr, &timed_out) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK(smxDestroyShardPeers(nullptr) == SMX_STATUS_SUCCESS);
+    // Another kind of object passed as peers is refused by its tag, and not freed.
+    const auto foreign = reinterpret_cast<smxShardPeers_t>(handle.handle);
+    CHECK(smxGetShardPeersHandle(foreign, handles) == SMX_STATUS_BAD_PARAM_OBJECT);
+    CHECK(smxConnectShardPeers(foreign, handles) == SMX_STATUS_BAD_PARAM_OBJECT);
+    CHECK(smxDestroyShardPeers(foreign) == SMX_STATUS_BAD_PARAM_OBJECT);
+    CHECK_THAT(last_error(), Contains("smxShardPeers_t"));
+}
+
+TEST_CASE("the fused shard softmax refuses NULL or foreign peers before anything else", "[api]") {
+    CpuHandle handle;
+    Operands op;
+    smxFusedShardSoftmaxDescriptor_t desc = nullptr;
+    CHECK(smxCreateFusedShardSoftmaxDescriptor(handle.handle, &desc, nullptr, SMX_SOFTMAX, -1, op.x.desc, op.x.desc) ==
+          SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK_THAT(last_error(), Contains("peers is NULL"));
+    const auto foreign = reinterpret_cast<smxShardPeers_t>(handle.handle);
+    CHECK(smxCreateFusedShardSoftmaxDescriptor(handle.handle, &desc, foreign, SMX_SOFTMAX, -1, op.x.desc, op.x.desc) ==
+          SMX_STATUS_BAD_PARAM_OBJECT);
+    CHECK(desc == nullptr);
+    CHECK(smxFusedShardSoftmax(nullptr, nullptr, nullptr, nullptr) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+    CHECK(smxDestroyFusedShardSoftmaxDescriptor(nullptr) == SMX_STATUS_SUCCESS);
+}
+
+TEST_CASE("the fused kernel's longest row follows the dtype's 16-byte packs and excludes f64", "[api]") {
+    std::int64_t f32 = -1, f16 = -1, bf16 = -1, f64 = -1;
+    REQUIRE(smxGetFusedShardSoftmaxMaxRowLength(SMX_DTYPE_F32, &f32) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxGetFusedShardSoftmaxMaxRowLength(SMX_DTYPE_F16, &f16) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxGetFusedShardSoftmaxMaxRowLength(SMX_DTYPE_BF16, &bf16) == SMX_STATUS_SUCCESS);
+    REQUIRE(smxGetFusedShardSoftmaxMaxRowLength(SMX_DTYPE_F64, &f64) == SMX_STATUS_SUCCESS);
+    CHECK(f32 > 0);
+    CHECK(f16 == 2 * f32);  // the same bytes of registers hold twice the 16-bit values
+    CHECK(bf16 == f16);
+    CHECK(f64 == 0);
+    CHECK(smxGetFusedShardSoftmaxMaxRowLength(SMX_DTYPE_F32, nullptr) == SMX_STATUS_BAD_PARAM_NULL_POINTER);
+}

@@ -3,11 +3,14 @@
 // its own communicator. Every rank builds the same whole logits (a fixed seed), runs smxNccl* on its shard
 // (uneven shards; special rows in different ranks' slices; a captured CUDA graph for softmax), and compares
 // its results with single-GPU smx on the whole logits (smxSoftmaxForward, smxLogsumexp, smxCrossEntropy) on
-// its own GPU. Then the parent checks that every rank's logsumexp and loss are the same bits.
+// its own GPU. The one-read path (smxNcclCreateShardPeers, smxFusedShardSoftmax) runs the same softmaxes, and a
+// shard every rank holds alike. Then the parent checks that every rank's logsumexp and loss, and the replicated
+// shard's fused softmax, are the same bits.
 // Exit 0: passed; 1: failed; 77: skipped (fewer GPUs than ranks, or no CUDA device).
 //
 // `smx_nccl_test RANKS --time ROWSxVOCAB[,ROWSxVOCAB...]` times the library instead (bf16 logits split evenly):
 // each rank prints the median milliseconds of smxNccl{Softmax (both modes),Logsumexp,CrossEntropy} on its shard,
+// of the fused path (fused_softmax, fused_log_softmax) and of the yardstick's parts (local_softmax, stats_allreduce),
 // by CUDA events after a warm-up, every call started with the ranks lined up and its input rotated over copies
 // that together exceed twice the L2 cache. bench/vocab_parallel.py times the same path from Python.
 #include <cuda_runtime.h>
@@ -184,6 +187,149 @@ struct RankDevice {
     }
 };
 
+// One call of a fused descriptor on `stream`, into a freshly poisoned y: plain (calls = 1, 2: the second a new
+// epoch over the same mailbox rows), or captured in a CUDA graph and replayed `calls` times.
+void fused_calls(smxFusedShardSoftmaxDescriptor_t desc, void* y, const void* x, std::size_t bytes, cudaStream_t stream,
+                 int calls, bool graph) {
+    if (!graph) {
+        for (int k = 0; k < calls; ++k) {
+            require_cuda(cudaMemsetAsync(y, 0x7F, bytes, stream), "poison");
+            require_smx(smxFusedShardSoftmax(desc, y, x, stream), "smxFusedShardSoftmax");
+        }
+        require_cuda(cudaStreamSynchronize(stream), "sync");
+        return;
+    }
+    cudaGraph_t captured = nullptr;
+    cudaGraphExec_t instance = nullptr;
+    require_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
+    require_smx(smxFusedShardSoftmax(desc, y, x, stream), "captured smxFusedShardSoftmax");
+    require_cuda(cudaStreamEndCapture(stream, &captured), "end capture");
+    require_cuda(cudaGraphInstantiate(&instance, captured, 0), "instantiate");
+    for (int k = 0; k < calls; ++k) {
+        require_cuda(cudaMemsetAsync(y, 0x7F, bytes, stream), "poison");
+        require_cuda(cudaGraphLaunch(instance, stream), "graph launch");
+    }
+    require_cuda(cudaStreamSynchronize(stream), "sync");
+    cudaGraphExecDestroy(instance);
+    cudaGraphDestroy(captured);
+}
+
+// bf16 bits of a float, rounded to nearest even (the values here are finite).
+std::uint16_t to_bf16(float value) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+float from_bf16(std::uint16_t bits) {
+    const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
+    float value;
+    std::memcpy(&value, &widened, sizeof value);
+    return value;
+}
+
+// The fused softmax of a shard of kRows x `columns` (F32 or BF16) that every rank holds alike, so the whole row is
+// `ranks` copies of it: fresh values with a NaN row and an all -inf row, checked against a float64 softmax of
+// the values as stored (bf16: to its rounding), and its y bytes returned, which every rank must produce alike.
+std::vector<unsigned char> replicated_fused(smxHandle_t handle, smxShardPeers_t peers, cudaStream_t stream, int ranks,
+                                            int rank, smxDataType_t dtype, std::int64_t columns) {
+    const bool bf16 = dtype == SMX_DTYPE_BF16;
+    const std::size_t count = static_cast<std::size_t>(kRows * columns), element = bf16 ? 2 : 4;
+    std::vector<float> values(count);
+    std::uint64_t state = 0x51ed270b2b6f3a1dull + static_cast<std::uint64_t>(columns);
+    for (float& v : values) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        v = static_cast<float>((static_cast<double>(state >> 11) / 9007199254740992.0 - 0.5) * 20.0);
+    }
+    values[2 * columns + columns - 1] = std::numeric_limits<float>::quiet_NaN();
+    for (std::int64_t j = 0; j < columns; ++j) values[4 * columns + j] = -INFINITY;
+    std::vector<std::uint16_t> halves(bf16 ? count : 0);
+    for (std::size_t k = 0; k < halves.size(); ++k) {
+        halves[k] = std::isnan(values[k]) ? 0x7fc0 : std::isinf(values[k]) ? 0xff80 : to_bf16(values[k]);
+        values[k] = from_bf16(halves[k]);
+    }
+    const Tensor desc_x(dtype, {kRows, columns});
+    void* x = device_copy(bf16 ? static_cast<const void*>(halves.data()) : values.data(), count * element);
+    void* y = output_alloc(count * element);
+    smxFusedShardSoftmaxDescriptor_t desc = nullptr;
+    require_smx(smxCreateFusedShardSoftmaxDescriptor(handle, &desc, peers, SMX_SOFTMAX, -1, desc_x.desc, desc_x.desc),
+                "smxCreateFusedShardSoftmaxDescriptor");
+    const char* plan = nullptr;
+    require_smx(smxGetFusedShardSoftmaxPlan(desc, &plan), "smxGetFusedShardSoftmaxPlan");
+    if (rank == 0) std::printf("fused plan (%lld %s columns): %s\n", (long long)columns, bf16 ? "bf16" : "f32", plan);
+    fused_calls(desc, y, x, count * element, stream, 1, false);
+    std::vector<unsigned char> bytes = download<unsigned char>(y, count * element);
+    for (std::int64_t r = 0; r < kRows; ++r) {
+        const float* row = &values[r * columns];
+        double max = -INFINITY, sum = 0;
+        bool nan = false;
+        for (std::int64_t j = 0; j < columns; ++j) {
+            nan = nan || std::isnan(row[j]);
+            max = std::max<double>(max, row[j]);
+        }
+        for (std::int64_t j = 0; j < columns; ++j) sum += ranks * std::exp(row[j] - max);
+        for (std::int64_t j = 0; j < columns; ++j) {
+            const std::size_t k = static_cast<std::size_t>(r * columns + j);
+            float got;
+            if (bf16) {
+                std::uint16_t half;
+                std::memcpy(&half, &bytes[k * 2], 2);
+                got = from_bf16(half);
+            } else {
+                std::memcpy(&got, &bytes[k * 4], 4);
+            }
+            const double want = nan || !std::isfinite(max) ? NAN : std::exp(row[j] - max) / sum;
+            CHECK(close(got, want, bf16 ? 8e-3 : 1e-5), "replicated fused %s softmax [%lld, %lld]: got %.9g, "
+                  "expected %.9g", bf16 ? "bf16" : "f32", (long long)r, (long long)j, got, want);
+        }
+    }
+    smxDestroyFusedShardSoftmaxDescriptor(desc);
+    cudaFree(x);
+    cudaFree(y);
+    return bytes;
+}
+
+// The one-read path (smxNcclCreateShardPeers, smxFusedShardSoftmax) on this rank's uneven f32 shard (the
+// element-wise kernel: its rows are not whole 16-byte packs), checked by `compare(got, log_mode, what)`: softmax
+// twice (out of place, then in place), log-softmax captured in a graph and replayed three times. Then shards every
+// rank holds alike (replicated_fused: f32 of 4100 columns, 4 packs a thread; bf16 of 32064, 8 packs, the benchmark's
+// x4 shard), whose y bytes, which every rank must produce alike (the same combined statistics), it returns.
+template <class Compare>
+std::vector<unsigned char> run_fused(int rank, int ranks, const RankDevice& device, const void* shard_device,
+                                     const Tensor& shard_desc, std::int64_t length, const Compare& compare) {
+    smxHandle_t handle = device.handle;
+    cudaStream_t stream = device.stream;
+    smxShardPeers_t peers = nullptr;
+    require_smx_nccl(smxNcclCreateShardPeers(handle, device.comm, kRows, &peers), "smxNcclCreateShardPeers");
+    const std::size_t shard_bytes = static_cast<std::size_t>(kRows * length) * sizeof(float);
+    for (int log_mode = 0; log_mode < 2; ++log_mode) {
+        smxFusedShardSoftmaxDescriptor_t desc = nullptr;
+        require_smx(smxCreateFusedShardSoftmaxDescriptor(handle, &desc, peers, log_mode ? SMX_LOG_SOFTMAX : SMX_SOFTMAX,
+                                                         -1, shard_desc.desc, shard_desc.desc),
+                    "smxCreateFusedShardSoftmaxDescriptor");
+        void* y = output_alloc(shard_bytes);
+        fused_calls(desc, y, shard_device, shard_bytes, stream, log_mode ? 3 : 2, log_mode == 1);
+        compare(download<float>(y, kRows * length), log_mode, log_mode ? "fused log_softmax (graph)" : "fused softmax");
+        if (log_mode == 0) {  // in place, over a copy of the shard
+            require_cuda(cudaMemcpy(y, shard_device, shard_bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+            require_smx(smxFusedShardSoftmax(desc, y, y, stream), "in-place smxFusedShardSoftmax");
+            require_cuda(cudaStreamSynchronize(stream), "sync");
+            compare(download<float>(y, kRows * length), 0, "fused softmax in place");
+        }
+        cudaFree(y);
+        smxDestroyFusedShardSoftmaxDescriptor(desc);
+    }
+
+    std::vector<unsigned char> bits = replicated_fused(handle, peers, stream, ranks, rank, SMX_DTYPE_F32, 4100);
+    const std::vector<unsigned char> bf16_bits = replicated_fused(handle, peers, stream, ranks, rank, SMX_DTYPE_BF16, 32064);
+    bits.insert(bits.end(), bf16_bits.begin(), bf16_bits.end());
+    std::int64_t timed_out = -1;
+    require_smx(smxGetShardPeersTimeouts(peers, &timed_out), "smxGetShardPeersTimeouts");
+    CHECK(timed_out == 0, "%lld rows waited for a peer past the limit", (long long)timed_out);
+    require_smx(smxDestroyShardPeers(peers), "smxDestroyShardPeers");
+    return bits;
+}
+
 // One rank's whole run; returns its logsumexp and loss bytes for the parent's comparison.
 std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id) {
     const RankDevice device(rank, ranks, id);
@@ -283,7 +429,10 @@ std::vector<unsigned char> run_rank(int rank, int ranks, const ncclUniqueId& id)
         smxNcclDestroyDescriptor(desc);
     }
 
-    std::vector<unsigned char> bits;
+    std::vector<unsigned char> bits = run_fused(rank, ranks, device, shard_device, shard_desc, length,
+                                                [&](const std::vector<float>& got, int log_mode, const char* what) {
+                                                    compare_shard(got, expected_softmax[log_mode], what);
+                                                });
     {
         smxNcclDescriptor_t desc = nullptr;
         require_smx_nccl(smxNcclCreateLogsumexpDescriptor(handle, &desc, comm, -1, rows_desc.desc, shard_desc.desc),
@@ -399,12 +548,6 @@ bool parse_shapes(const char* text, std::vector<Shape>* shapes) {
     return !shapes->empty();
 }
 
-// bf16 bits of a float, rounded to nearest even (the values here are finite).
-std::uint16_t to_bf16(float value) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
 
 // Device memory of `elements` bf16 logits: a block of random values (spread 3) repeated. Timing does not depend
 // on the values, so one block generated on the host fills a buffer of any size.
@@ -450,6 +593,67 @@ double median_ms(ncclComm_t comm, cudaStream_t stream, float* line_up, int copie
     std::sort(times.begin(), times.end());
     const std::size_t half = times.size() / 2;
     return times.size() % 2 == 1 ? times[half] : 0.5 * (times[half - 1] + times[half]);
+}
+
+// The one-read path and the yardstick on the same inputs: fused softmax and log-softmax
+// (smxFusedShardSoftmax), smx's softmax of the shard alone (local_softmax) and one all-reduce of the rows'
+// (max, sum) pairs (stats_allreduce). The line to meet: fused <= 1.15 x (local_softmax + stats_allreduce).
+void time_fused_and_parts(int rank, int ranks, const RankDevice& device, const Shape& shape, const Tensor& shard_desc,
+                          const std::vector<void*>& inputs, const std::vector<void*>& outputs, float* line_up) {
+    smxHandle_t handle = device.handle;
+    cudaStream_t stream = device.stream;
+    const int copies = static_cast<int>(inputs.size());
+    const auto report = [&](const char* op, double ms) {
+        std::printf("smx_nccl_time ranks=%d rank=%d rows=%lld vocab=%lld shard=%lld dtype=bf16 op=%s median_ms=%.4f "
+                    "input_copies=%d\n",
+                    ranks, rank, (long long)shape.rows, (long long)shape.vocab, (long long)(shape.vocab / ranks), op,
+                    ms, copies);
+        std::fflush(stdout);
+    };
+    smxShardPeers_t peers = nullptr;
+    const smxStatus_t made = smxNcclCreateShardPeers(handle, device.comm, shape.rows, &peers);
+    if (made != SMX_STATUS_SUCCESS) {  // no peer access here: the fused path is not available
+        std::printf("smx_nccl_time rank=%d fused unavailable: %s\n", rank, smxNcclGetLastErrorMessage());
+    } else {
+        for (const smxSoftmaxMode_t mode : {SMX_SOFTMAX, SMX_LOG_SOFTMAX}) {
+            smxFusedShardSoftmaxDescriptor_t desc = nullptr;
+            const smxStatus_t status =
+                smxCreateFusedShardSoftmaxDescriptor(handle, &desc, peers, mode, -1, shard_desc.desc, shard_desc.desc);
+            if (status != SMX_STATUS_SUCCESS) {
+                std::printf("smx_nccl_time rank=%d fused refused: %s\n", rank, smxGetLastErrorMessage());
+                continue;
+            }
+            const double ms = median_ms(device.comm, stream, line_up, copies, [&](int c) {
+                require_smx(smxFusedShardSoftmax(desc, outputs[c], inputs[c], stream), "smxFusedShardSoftmax");
+            });
+            report(mode == SMX_SOFTMAX ? "fused_softmax" : "fused_log_softmax", ms);
+            smxDestroyFusedShardSoftmaxDescriptor(desc);
+        }
+        std::int64_t timed_out = -1;
+        require_smx(smxGetShardPeersTimeouts(peers, &timed_out), "smxGetShardPeersTimeouts");
+        if (timed_out != 0) std::printf("smx_nccl_time rank=%d fused: %lld rows timed out\n", rank, (long long)timed_out);
+        require_smx(smxDestroyShardPeers(peers), "smxDestroyShardPeers");
+    }
+
+    smxSoftmaxDescriptor_t local = nullptr;
+    require_smx(smxCreateSoftmaxDescriptor(handle, &local, SMX_SOFTMAX, -1, shard_desc.desc, shard_desc.desc),
+                "smxCreateSoftmaxDescriptor");
+    std::size_t bytes = 0;
+    require_smx(smxGetSoftmaxWorkspaceSize(local, &bytes), "workspace");
+    void* workspace = device_alloc(bytes);
+    report("local_softmax", median_ms(device.comm, stream, line_up, copies, [&](int c) {
+               require_smx(smxSoftmaxForward(local, workspace, bytes, outputs[c], inputs[c], stream),
+                           "smxSoftmaxForward");
+           }));
+    auto* stats = static_cast<float*>(output_alloc(static_cast<std::size_t>(shape.rows) * 2 * sizeof(float)));
+    report("stats_allreduce", median_ms(device.comm, stream, line_up, copies, [&](int) {
+               require_nccl(ncclAllReduce(stats, stats, static_cast<std::size_t>(shape.rows) * 2, ncclFloat32, ncclSum,
+                                          device.comm, stream),
+                            "ncclAllReduce");
+           }));
+    cudaFree(stats);
+    cudaFree(workspace);
+    smxDestroySoftmaxDescriptor(local);
 }
 
 void time_rank(int rank, int ranks, const ncclUniqueId& id, const std::vector<Shape>& shapes) {
@@ -518,6 +722,7 @@ void time_rank(int rank, int ranks, const ncclUniqueId& id, const std::vector<Sh
                         copies);
             std::fflush(stdout);
         }
+        time_fused_and_parts(rank, ranks, device, shape, shard_desc, inputs, outputs, line_up);
         for (smxNcclDescriptor_t desc : descs) smxNcclDestroyDescriptor(desc);
         for (void* pointer : inputs) cudaFree(pointer);
         for (void* pointer : outputs) cudaFree(pointer);

@@ -16,32 +16,17 @@
 #include "cuda/backend.hpp"
 #include "cuda/common/launch.hpp"
 #include "cuda/common/util.hpp"
+#include "cuda/vocab_parallel/geometry.hpp"
 #include "cuda/vocab_parallel/params.hpp"
 
 namespace smx {
 namespace {
 
 using cuda::Launch;
+using cuda::row_space;
+using cuda::strides_of;
 
 constexpr std::int64_t kMaxGridY = 65535;  // the rows of one launch's grid.y; the kernel loops past them
-
-cuda::RowSpace row_space(const RowGeometry& g) {
-    cuda::RowSpace space;
-    space.layout = static_cast<int>(g.layout);
-    space.rows = g.rows;
-    space.inner = g.inner;
-    space.index_ndim = g.index_ndim;
-    std::copy(g.index_shape, g.index_shape + SMX_MAX_DIMS, space.index_shape);
-    return space;
-}
-
-cuda::OperandStrides strides_of(const RowGeometry& g, const OperandLayout& layout) {
-    cuda::OperandStrides strides;
-    strides.axis = layout.axis_stride;
-    strides.row = g.layout == RowLayout::Rows ? layout.row_stride : layout.outer_stride;
-    std::copy(layout.index_strides, layout.index_strides + SMX_MAX_DIMS, strides.index);
-    return strides;
-}
 
 smxStatus_t require(const void* kernel, const char* what, smxDataType_t x_dtype, smxDataType_t y_dtype) {
     return cuda::require_kernel(kernel, x_dtype, y_dtype, what);
