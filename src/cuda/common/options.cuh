@@ -52,6 +52,13 @@ __device__ __forceinline__ C load_additive(const void* mask, int dtype, std::int
     }
 }
 
+// z's product and sum each rounded on its own, never fused into an FMA: the compiler fuses or not by the code
+// around them, and batch invariance needs every kernel that computes z to get the same bits.
+__device__ __forceinline__ float rounded_product(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double rounded_product(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float rounded_sum(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double rounded_sum(double a, double b) { return __dadd_rn(a, b); }
+
 // One row's options: which elements are kept, and z for a kept one.
 template <class C>
 struct OptionsRowInput {
@@ -67,9 +74,9 @@ struct OptionsRowInput {
         return static_cast<const unsigned char*>(options.mask)[mask_offset + j * options.mask_axis_stride] != 0;
     }
     __device__ __forceinline__ C operator()(C value, std::int64_t j) const {
-        const C scaled = options.scale_kind != 0 ? scale * value : value;
+        const C scaled = options.scale_kind != 0 ? rounded_product(scale, value) : value;
         if (options.mask_kind != 2) return scaled;
-        return scaled + load_additive<C>(options.mask, options.mask_dtype, mask_offset + j * options.mask_axis_stride);
+        return rounded_sum(scaled, load_additive<C>(options.mask, options.mask_dtype, mask_offset + j * options.mask_axis_stride));
     }
 };
 
