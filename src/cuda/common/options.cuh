@@ -89,18 +89,11 @@ struct OptionsInput {
     std::int64_t row_len;
 };
 
+// Row r's options once its mask and per-row scale starts are known.
 template <class C>
-__device__ __forceinline__ OptionsRowInput<C> bind_row(const OptionsInput<C>& input, std::int64_t row) {
+__device__ __forceinline__ OptionsRowInput<C> bind_row_at(const OptionsInput<C>& input, std::int64_t row,
+                                                        std::int64_t mask_offset, std::int64_t scale_offset) {
     const OptionsParams& options = input.options;
-    std::int64_t mask_offset = 0;
-    std::int64_t scale_offset = 0;
-    std::int64_t rest = row;
-    for (int d = input.index_ndim - 1; d >= 0; --d) {
-        const std::int64_t index = rest % input.index_shape[d];
-        rest /= input.index_shape[d];
-        mask_offset += index * options.mask_index_strides[d];
-        scale_offset += index * options.scale_index_strides[d];
-    }
     std::int64_t last_kept = input.row_len - 1;
     if (options.causal != 0) {
         const std::int64_t query = (row / options.causal_row_divisor) % options.causal_queries;
@@ -111,6 +104,26 @@ __device__ __forceinline__ OptionsRowInput<C> bind_row(const OptionsInput<C>& in
     if (options.scale_kind == 1) scale = C(options.scalar_scale);
     if (options.scale_kind == 2) scale = C(options.scale[scale_offset]);
     return {options, mask_offset, last_kept, scale};
+}
+
+template <class C>
+__device__ __forceinline__ OptionsRowInput<C> bind_row(const OptionsInput<C>& input, std::int64_t row) {
+    std::int64_t mask_offset = 0;
+    std::int64_t scale_offset = 0;
+    std::int64_t rest = row;
+    for (int d = input.index_ndim - 1; d >= 0; --d) {
+        const std::int64_t index = rest % input.index_shape[d];
+        rest /= input.index_shape[d];
+        mask_offset += index * input.options.mask_index_strides[d];
+        scale_offset += index * input.options.scale_index_strides[d];
+    }
+    return bind_row_at(input, row, mask_offset, scale_offset);
+}
+
+// Row r of a Rows problem (index_ndim 1): its starts are r times each operand's row stride, no divmod.
+template <class C>
+__device__ __forceinline__ OptionsRowInput<C> bind_rows_row(const OptionsInput<C>& input, std::int64_t row) {
+    return bind_row_at(input, row, row * input.options.mask_index_strides[0], row * input.options.scale_index_strides[0]);
 }
 
 // ---- the fast row families (Rows layout: RowsOptionsParams) ------------------------------------------
