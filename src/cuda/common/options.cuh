@@ -343,6 +343,14 @@ struct MaskedForwardOutput {
     template <class C>
     __device__ __forceinline__ C element_from_value(C value, C max, C inverse_sum, C log_sum) const {
         if (max == neg_inf<C>()) return empty_row_value<C>();
+        if constexpr (std::is_same_v<C, float>) {
+            // exp(v - max) in one FFMA and one MUFU.EX2 (ShiftedExpFast, its bias taken out with 1/sum) where
+            // exp_of takes ~8 instructions: 16-bit rows are instruction-bound (performance.md, batch invariance).
+            if (!log && fast_exp_applies(max)) {
+                const ShiftedExpFast exp(max);
+                return exp(value) * (inverse_sum * exp.unbias());
+            }
+        }
         return softmax_output(value - max, inverse_sum, log_sum, log);
     }
     template <class C>
