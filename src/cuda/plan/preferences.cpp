@@ -36,6 +36,7 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_LONG_ROWS", "split")) preferences.long_rows = LongRowsPreference::Split;
     if (variable_is("SMX_CUDA_LONG_ROWS", "steps")) preferences.long_rows = LongRowsPreference::Steps;
     if (variable_is("SMX_CUDA_LONG_COLUMNS", "online")) preferences.long_columns = LongColumnsPreference::Online;
+    preferences.batch_invariant_general = variable_is("SMX_CUDA_BATCH_INVARIANT", "general");
     return preferences;
 }
 
