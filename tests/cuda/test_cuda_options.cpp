@@ -514,8 +514,8 @@ TEST_CASE("cuda options: batch invariance, a row's bits the same for 1, 7, 64 an
                             }
                             INFO("n " << n << " " << dtype_name(x_dtype) << (log_mode ? " log" : "") << (masked ? " masked" : "") << " rows " << rows
                                       << " position " << position << (transposed ? " transposed" : "") << " | plan: " << plan);
-                            // Rows take the held-values instance up to 16 steps of 256 threads, else general_rows.
-                            CHECK(kernel_kind(plan) == (!transposed && n <= 16384 ? "general-rows" : "general"));
+                            // Rows take the general-rows kernels (held values, or streamed past 16384 elements).
+                            CHECK(kernel_kind(plan) == (transposed ? "general" : "general-rows"));
                             if (first_bits.empty()) first_bits = bits;
                             else CHECK(bits == first_bits);
                         }
@@ -575,8 +575,8 @@ TEST_CASE("cuda options: batch invariance on the held-values instances, either s
                           {SMX_DTYPE_F16, SMX_DTYPE_F16},
                           {SMX_DTYPE_BF16, SMX_DTYPE_F32}};
     // Steps of 4 values on 32 threads below 2048 elements (1, 2, 4, 8 and 16 held steps), on 256 threads from
-    // there (2 to 16), and past the largest instance (general_rows).
-    const std::int64_t lengths[] = {1, 33, 128, 129, 257, 513, 1025, 2047, 2048, 4097, 16384, 16385};
+    // there (2 to 16), and past the largest instance (streamed: one window, and windows past a segment's 64 steps).
+    const std::int64_t lengths[] = {1, 33, 128, 129, 257, 513, 1025, 2047, 2048, 4097, 16384, 16385, 70001};
     for (const Pair& pair : pairs) {
         for (std::int64_t n : lengths) {
             HostTensor probe = make_tensor(pair.x, {n});
@@ -613,8 +613,9 @@ TEST_CASE("cuda options: batch invariance on the held-values instances, either s
                             INFO(dtype_name(pair.x) << "->" << dtype_name(pair.y) << " n " << n << describe_spec(specs[v])
                                                     << (log_mode ? " log" : "") << " rows " << rows << " position "
                                                     << position << " | plan: " << plan);
-                            const bool held = layout == InvariantLayout::Held && n <= 16384;
+                            const bool held = layout == InvariantLayout::Held;
                             CHECK(kernel_kind(plan) == (held ? "general-rows" : "general"));
+                            if (held) CHECK(plan.find(n <= 16384 ? "held_steps=" : "window_steps=8") != std::string::npos);
                             if (first_bits.empty()) first_bits = bits;
                             else CHECK(bits == first_bits);
                         }
@@ -631,6 +632,35 @@ TEST_CASE("cuda options: batch invariance on the held-values instances, either s
                 if (spec.scale_tensor != nullptr) spec.scale_tensor = &scale;
                 HostTensor y = make_tensor(pair.y, {7, n});
                 CHECK_OPTIONS(handle.get(), y, x, 1, log_mode, spec);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: the general-rows kernels on small batch-invariant problems, against the reference",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // A warp's held row, a block's held row, and a streamed row of three windows; rows not filling a block.
+    for (std::int64_t n : {45, 2500, 16385}) {
+        for (smxDataType_t x_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+            HostTensor x = make_tensor(x_dtype, {3, n});
+            fill_random(x, test_rng());
+            add_special_rows(x);
+            HostTensor scale = make_tensor(SMX_DTYPE_F32, {3});
+            fill_random(scale, test_rng(), 2.0);
+            const HostTensor keep = random_keep_mask({3, n}, test_rng(), 0.7);
+            HostTensor y = make_tensor(x_dtype, {3, n});
+            for (bool log_mode : {false, true}) {
+                OptionsSpec spec;
+                spec.batch_invariant = true;
+                spec.scale_tensor = &scale;
+                spec.mask = &keep;
+                spec.zero_rows = log_mode;
+                std::string plan;
+                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+                INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(kernel_kind(plan) == "general-rows");
             }
         }
     }

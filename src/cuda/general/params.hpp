@@ -55,4 +55,9 @@ constexpr int kGeneralHeldSteps[] = {1, 2, 4, 8, 16};
 const void* general_rows_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int threads_per_row,
                                         int held_steps);
 
+// Rows longer than the held instances take (a block each): the same order a window of kGeneralWindowSteps
+// steps at a time, x read twice, each window's loads in flight together. nullptr for pairs without instances.
+constexpr int kGeneralWindowSteps = 8;
+const void* general_rows_streamed_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+
 }  // namespace smx::cuda

@@ -4,13 +4,43 @@
 // (kernel.cu), so a row's bits are those the general kernel gives it in any layout. What differs is how x is
 // reached: the row starts at row times its row stride (no divmod chain), the whole share of x is loaded
 // before any of it is used and kept for the output, so x is read once (general_rows reads it twice).
-// Traffic: read |x|, write |y|. Rows needing more than kHeldSteps steps a thread take general_rows.
+// Traffic: read |x|, write |y|. Rows needing more than the largest instance's steps a thread take the
+// streamed kernel below: the same order a window of steps at a time, x read twice.
 #include "cuda/common/options.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/general/params.hpp"
 
 namespace smx::cuda {
 namespace {
+
+// z of the row's element at `position` (32- or 64-bit), -inf where excluded or at or past row_end (never read).
+template <class C, class X, class Position>
+__device__ __forceinline__ C row_value(const X* x_row, const OptionsRowInput<C>& row_input, Position position,
+                                       Position row_end) {
+    return position < row_end && row_input.kept(position) ? row_input(C(to_compute(x_row[position])), position)
+                                                          : neg_inf<C>();
+}
+
+// A row's output once its statistics are known: general_rows' formulas, the factor of the other mode skipped.
+template <class C>
+struct RowOutput {
+    const MaskedForwardOutput& output;
+    Stats<C> stats;
+    C inverse_sum;
+    C log_sum;
+
+    __device__ __forceinline__ RowOutput(const MaskedForwardOutput& formulas, Stats<C> row_stats)
+        : output(formulas), stats(row_stats), inverse_sum(formulas.log ? C(0) : C(1) / row_stats.sum),
+          log_sum(formulas.log ? log_of(row_stats.sum) : C(0)) {}
+
+    // Writes y at `position` from z held there.
+    template <class Y, class Position>
+    __device__ __forceinline__ void write(Y* y_row, const OptionsRowInput<C>& row_input, Position position, C value) const {
+        y_row[position] = StoreAs<Y>::from(row_input.kept(position)
+                                               ? output.element_from_value(value, stats.max, inverse_sum, log_sum)
+                                               : output.excluded(stats));
+    }
+};
 
 // kGroupSize: the threads of a row (32, or the whole block of kGeneralThreads), fixed at compile time so that
 // every held value's offset in the row is an immediate.
@@ -49,10 +79,7 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_options(const Ge
         for (int s = 0; s < kHeldSteps; ++s) {
 #pragma unroll
             for (int u = 0; u < kGeneralUnroll; ++u) {
-                const int position = lane + s * kStep + u * kGroupSize;
-                values[s][u] = position < row_end && row_input.kept(position)
-                                   ? row_input(C(to_compute(x_row[position])), position)
-                                   : neg_inf<C>();
+                values[s][u] = row_value(x_row, row_input, lane + s * kStep + u * kGroupSize, row_end);
             }
         }
         Stats<C> stats = empty_stats<C>();
@@ -63,18 +90,82 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_options(const Ge
         stats = kWholeBlock ? block_combine_stats(stats, scratch) : warp_combine_stats(stats);
         if (!row_valid) continue;
 
-        // Each is used by one mode only: the other's per-row cost is skipped.
-        const C inverse_sum = output.log ? C(0) : C(1) / stats.sum;
-        const C log_sum = output.log ? log_of(stats.sum) : C(0);
+        const RowOutput<C> row_output(output, stats);
 #pragma unroll
         for (int s = 0; s < kHeldSteps; ++s) {
 #pragma unroll
             for (int u = 0; u < kGeneralUnroll; ++u) {
                 const int position = lane + s * kStep + u * kGroupSize;
-                if (position >= row_end) continue;
-                y_row[position] = StoreAs<Y>::from(row_input.kept(position)
-                                                       ? output.element_from_value(values[s][u], stats.max, inverse_sum, log_sum)
-                                                       : output.excluded(stats));
+                if (position < row_end) row_output.write(y_row, row_input, position, values[s][u]);
+            }
+        }
+    }
+}
+
+// Rows past the held instances, on a block each: the same order with the share taken a window of
+// kGeneralWindowSteps steps at a time, the window's loads issued together before its steps (general_rows
+// has one step's loads in flight), and the segments of segmented_stats closed every kSegmentSteps steps as
+// there. x is read twice, as general_rows does, the second time a window at a time too.
+template <class X, class Y>
+__global__ void __launch_bounds__(kGeneralThreads) general_rows_streamed_options(const GeneralOptionsParams args) {
+    static_assert(kSegmentSteps % kGeneralWindowSteps == 0, "segments end at window ends");
+    using C = PairComputeType<X, Y>;
+    __shared__ Stats<C> scratch[32];
+    const GeneralParams& general = args.general;
+    const OptionsInput<C> input{args.options, general.index_ndim, general.index_shape, general.row_len};
+    const MaskedForwardOutput output{general.log_mode != 0, args.options.zero_rows != 0};
+    constexpr std::int64_t kStep = kGeneralThreads * kGeneralUnroll;
+    constexpr std::int64_t kWindow = kStep * kGeneralWindowSteps;
+    const int lane = threadIdx.x;
+
+    // z of the window's elements from `first` on.
+    const auto load_window = [&](const X* x_row, const OptionsRowInput<C>& row_input, std::int64_t first,
+                                 std::int64_t row_end, C (&values)[kGeneralWindowSteps][kGeneralUnroll]) {
+#pragma unroll
+        for (int s = 0; s < kGeneralWindowSteps; ++s) {
+#pragma unroll
+            for (int u = 0; u < kGeneralUnroll; ++u) values[s][u] = row_value(x_row, row_input, first + s * kStep + u * kGeneralThreads, row_end);
+        }
+    };
+
+    for (std::int64_t row = blockIdx.x; row < general.rows; row += gridDim.x) {
+        const X* x_row = static_cast<const X*>(general.x) + row * general.x_index_strides[0];
+        Y* y_row = static_cast<Y*>(general.y) + row * general.y_index_strides[0];
+        const OptionsRowInput<C> row_input = bind_rows_row(input, row);
+        const std::int64_t row_end = general.row_len;
+
+        Stats<C> total = empty_stats<C>();
+        Stats<C> segment = empty_stats<C>();
+        bool first_segment = true;  // segmented_stats' first segment is the total itself, no combine
+        int segment_steps = 0;
+        for (std::int64_t first = lane; first < row_end; first += kWindow) {
+            C values[kGeneralWindowSteps][kGeneralUnroll];
+            load_window(x_row, row_input, first, row_end, values);
+#pragma unroll
+            for (int s = 0; s < kGeneralWindowSteps; ++s) {
+                if (first + s * kStep < row_end) add_chunk<kGeneralUnroll>(segment, values[s]);
+            }
+            segment_steps += kGeneralWindowSteps;
+            if (segment_steps == kSegmentSteps) {
+                total = first_segment ? segment : combine(total, segment);
+                first_segment = false;
+                segment = empty_stats<C>();
+                segment_steps = 0;
+            }
+        }
+        if (first_segment || segment_steps > 0) total = first_segment ? segment : combine(total, segment);
+
+        const RowOutput<C> row_output(output, block_combine_stats(total, scratch));
+        for (std::int64_t first = lane; first < row_end; first += kWindow) {
+            C values[kGeneralWindowSteps][kGeneralUnroll];
+            load_window(x_row, row_input, first, row_end, values);
+#pragma unroll
+            for (int s = 0; s < kGeneralWindowSteps; ++s) {
+#pragma unroll
+                for (int u = 0; u < kGeneralUnroll; ++u) {
+                    const std::int64_t position = first + s * kStep + u * kGeneralThreads;
+                    if (position < row_end) row_output.write(y_row, row_input, position, values[s][u]);
+                }
             }
         }
     }
@@ -93,6 +184,18 @@ const void* held_instance(int held_steps) {
 }
 
 }  // namespace
+
+const void* general_rows_streamed_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+    return visit_any_dtype_pair(x_dtype, y_dtype, [&](auto x_tag, auto y_tag) -> const void* {
+        using X = typename decltype(x_tag)::type;
+        using Y = typename decltype(y_tag)::type;
+        if constexpr (kRowsOptionsPair<X, Y>) {
+            return reinterpret_cast<const void*>(&general_rows_streamed_options<X, Y>);
+        } else {
+            return nullptr;
+        }
+    });
+}
 
 const void* general_rows_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int threads_per_row,
                                         int held_steps) {
