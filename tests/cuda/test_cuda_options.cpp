@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -279,7 +280,7 @@ TEST_CASE("cuda options: the problems the fast families leave to the general fam
     CHECK(check_options_on_device(handle.get(), y3, x3, 2, false, spec, &plan) == "");
     CHECK(kernel_kind(plan) == "general");
     // Batch invariance keeps the general family's reduction order on every layout, so its plan's family
-    // is the same whatever the row count.
+    // is the same whatever the row count: on Rows, its held-values instance (the override: general_rows).
     for (std::int64_t rows : {1, 7, 64, 4096}) {
         HostTensor xb = make_tensor(SMX_DTYPE_BF16, {rows, 1000});
         fill_random(xb, test_rng());
@@ -288,6 +289,10 @@ TEST_CASE("cuda options: the problems the fast families leave to the general fam
         spec.batch_invariant = true;
         REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
         INFO("rows " << rows << " | plan: " << plan);
+        CHECK(kernel_kind(plan) == "general-rows");
+        CHECK(plan.find("threads_per_row=32 held_steps=8 ") != std::string::npos);
+        ScopedEnvironment general("SMX_CUDA_BATCH_INVARIANT", "general");
+        REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
         CHECK(kernel_kind(plan) == "general");
     }
 }
@@ -511,11 +516,153 @@ TEST_CASE("cuda options: batch invariance, a row's bits the same for 1, 7, 64 an
                             }
                             INFO("n " << n << " " << dtype_name(x_dtype) << (log_mode ? " log" : "") << (masked ? " masked" : "") << " rows " << rows
                                       << " position " << position << (transposed ? " transposed" : "") << " | plan: " << plan);
+                            // Rows take the general-rows kernels (held values, or streamed past 16384 elements).
+                            CHECK(kernel_kind(plan) == (transposed ? "general" : "general-rows"));
                             if (first_bits.empty()) first_bits = bits;
                             else CHECK(bits == first_bits);
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+namespace {
+
+// Layouts of one batch-invariant problem whose plans differ: the Rows held-values instance, the general kernel
+// on the same rows (the override) and on column-major rows (the General layout).
+enum class InvariantLayout { Held, GeneralOverride, Transposed };
+
+// The bits (as float32) of row `position` of a (rows, n) batch-invariant softmax whose row `position` is
+// `probe` (the per-row scale's entry there `probe_scale`; the mask, of shape (n), shared by every row);
+// `plan` receives the plan text.
+std::vector<std::uint32_t> invariant_row_bits(smxHandle_t handle, const HostTensor& probe, smxDataType_t y_dtype,
+                                              std::int64_t rows, std::int64_t position, InvariantLayout layout,
+                                              bool log_mode, OptionsSpec spec, double probe_scale, std::string* plan) {
+    const std::int64_t n = probe.numel();
+    const bool transposed = layout == InvariantLayout::Transposed;
+    const std::vector<std::int64_t> strides = transposed ? std::vector<std::int64_t>{1, rows} : std::vector<std::int64_t>{};
+    HostTensor x = make_tensor(probe.dtype, {rows, n}, strides);
+    fill_random(x, test_rng());
+    for (std::int64_t j = 0; j < n; ++j) x.set(position * x.strides[0] + j * x.strides[1], probe.get(j));
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {rows});
+    fill_random(scale, test_rng(), 2.0);
+    scale.set(position, probe_scale);
+    if (spec.scale_tensor != nullptr) spec.scale_tensor = &scale;
+    spec.batch_invariant = true;
+    HostTensor y = make_tensor(y_dtype, {rows, n}, strides);
+    std::optional<ScopedEnvironment> general;
+    if (layout == InvariantLayout::GeneralOverride) general.emplace("SMX_CUDA_BATCH_INVARIANT", "general");
+    REQUIRE(run_options_on_device(handle, y, x, 1, log_mode, spec, plan) == SMX_STATUS_SUCCESS);
+    std::vector<std::uint32_t> bits(static_cast<std::size_t>(n));
+    for (std::int64_t j = 0; j < n; ++j) {
+        const float value = static_cast<float>(y.get(position * y.strides[0] + j * y.strides[1]));
+        std::memcpy(&bits[static_cast<std::size_t>(j)], &value, 4);
+    }
+    return bits;
+}
+
+}  // namespace
+
+TEST_CASE("cuda options: batch invariance on the held-values instances, either side of every held-steps bound, "
+          "with every option, bit for bit against the general kernel",
+          "[cuda][options]") {
+    CudaHandle handle;
+    struct Pair {
+        smxDataType_t x, y;
+    };
+    const Pair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                          {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_F32}};
+    // Steps of 4 values on 32 threads below 2048 elements (1, 2, 4, 8 and 16 held steps), on 256 threads from
+    // there (2 to 16), and past the largest instance (streamed: one window, and windows past a segment's 64 steps).
+    const std::int64_t lengths[] = {1, 33, 128, 129, 257, 513, 1025, 2047, 2048, 4097, 16384, 16385, 70001};
+    for (const Pair& pair : pairs) {
+        for (std::int64_t n : lengths) {
+            HostTensor probe = make_tensor(pair.x, {n});
+            fill_random(probe, test_rng());
+            probe.set(n / 2, -kInf);  // a kept -inf
+            const HostTensor keep = random_keep_mask({n}, test_rng(), 0.8);
+            const HostTensor additive = random_additive_mask(pair.x, {n}, test_rng());
+            const HostTensor scale_placeholder = make_tensor(SMX_DTYPE_F32, {1});  // replaced per batch
+            std::vector<OptionsSpec> specs(7);
+            specs[1].scale = 0.37;
+            specs[2].scale_tensor = &scale_placeholder;
+            specs[3].mask = &keep;
+            specs[3].zero_rows = true;
+            specs[4].mask = &additive;
+            specs[4].scale = -1.5;
+            specs[5].causal = n / 3 - 3;  // row 3's window (the probe sits at row 3 below)
+            specs[5].zero_rows = true;
+            specs[6].mask = &keep;
+            specs[6].scale_tensor = &scale_placeholder;
+            specs[6].causal = 2 * n;
+            for (std::size_t v = 0; v < specs.size(); ++v) {
+                const bool log_mode = v % 2 == 1;
+                std::vector<std::uint32_t> first_bits;
+                for (std::int64_t rows : {4, 37}) {
+                    // Causal windows follow the row index: the probe keeps row 3 there, and moves otherwise.
+                    const std::vector<std::int64_t> positions =
+                        specs[v].causal ? std::vector<std::int64_t>{3} : std::vector<std::int64_t>{0, rows - 1};
+                    for (std::int64_t position : positions) {
+                        for (InvariantLayout layout :
+                             {InvariantLayout::Held, InvariantLayout::GeneralOverride, InvariantLayout::Transposed}) {
+                            std::string plan;
+                            const std::vector<std::uint32_t> bits = invariant_row_bits(
+                                handle.get(), probe, pair.y, rows, position, layout, log_mode, specs[v], 0.75, &plan);
+                            INFO(dtype_name(pair.x) << "->" << dtype_name(pair.y) << " n " << n << describe_spec(specs[v])
+                                                    << (log_mode ? " log" : "") << " rows " << rows << " position "
+                                                    << position << " | plan: " << plan);
+                            const bool held = layout == InvariantLayout::Held;
+                            CHECK(kernel_kind(plan) == (held ? "general-rows" : "general"));
+                            if (held) CHECK(plan.find(n <= 16384 ? "held_steps=" : "window_steps=8") != std::string::npos);
+                            if (first_bits.empty()) first_bits = bits;
+                            else CHECK(bits == first_bits);
+                        }
+                    }
+                }
+                // And the held instance's values against the float64 reference.
+                HostTensor x = make_tensor(pair.x, {7, n});
+                fill_random(x, test_rng());
+                add_special_rows(x);
+                HostTensor scale = make_tensor(SMX_DTYPE_F32, {7});
+                fill_random(scale, test_rng(), 2.0);
+                OptionsSpec spec = specs[v];
+                spec.batch_invariant = true;
+                if (spec.scale_tensor != nullptr) spec.scale_tensor = &scale;
+                HostTensor y = make_tensor(pair.y, {7, n});
+                CHECK_OPTIONS(handle.get(), y, x, 1, log_mode, spec);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: the general-rows kernels on small batch-invariant problems, against the reference",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // A warp's held row, a block's held row, and a streamed row of three windows; rows not filling a block.
+    for (std::int64_t n : {45, 2500, 16385}) {
+        for (smxDataType_t x_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+            HostTensor x = make_tensor(x_dtype, {3, n});
+            fill_random(x, test_rng());
+            add_special_rows(x);
+            HostTensor scale = make_tensor(SMX_DTYPE_F32, {3});
+            fill_random(scale, test_rng(), 2.0);
+            const HostTensor keep = random_keep_mask({3, n}, test_rng(), 0.7);
+            HostTensor y = make_tensor(x_dtype, {3, n});
+            for (bool log_mode : {false, true}) {
+                OptionsSpec spec;
+                spec.batch_invariant = true;
+                spec.scale_tensor = &scale;
+                spec.mask = &keep;
+                spec.zero_rows = log_mode;
+                std::string plan;
+                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+                INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(kernel_kind(plan) == "general-rows");
             }
         }
     }

@@ -52,6 +52,13 @@ __device__ __forceinline__ C load_additive(const void* mask, int dtype, std::int
     }
 }
 
+// z's product and sum each rounded on its own, never fused into an FMA: the compiler fuses or not by the code
+// around them, and batch invariance needs every kernel that computes z to get the same bits.
+__device__ __forceinline__ float rounded_product(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double rounded_product(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float rounded_sum(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double rounded_sum(double a, double b) { return __dadd_rn(a, b); }
+
 // One row's options: which elements are kept, and z for a kept one.
 template <class C>
 struct OptionsRowInput {
@@ -67,9 +74,9 @@ struct OptionsRowInput {
         return static_cast<const unsigned char*>(options.mask)[mask_offset + j * options.mask_axis_stride] != 0;
     }
     __device__ __forceinline__ C operator()(C value, std::int64_t j) const {
-        const C scaled = options.scale_kind != 0 ? scale * value : value;
+        const C scaled = options.scale_kind != 0 ? rounded_product(scale, value) : value;
         if (options.mask_kind != 2) return scaled;
-        return scaled + load_additive<C>(options.mask, options.mask_dtype, mask_offset + j * options.mask_axis_stride);
+        return rounded_sum(scaled, load_additive<C>(options.mask, options.mask_dtype, mask_offset + j * options.mask_axis_stride));
     }
 };
 
@@ -82,18 +89,11 @@ struct OptionsInput {
     std::int64_t row_len;
 };
 
+// Row r's options once its mask and per-row scale starts are known.
 template <class C>
-__device__ __forceinline__ OptionsRowInput<C> bind_row(const OptionsInput<C>& input, std::int64_t row) {
+__device__ __forceinline__ OptionsRowInput<C> bind_row_at(const OptionsInput<C>& input, std::int64_t row,
+                                                        std::int64_t mask_offset, std::int64_t scale_offset) {
     const OptionsParams& options = input.options;
-    std::int64_t mask_offset = 0;
-    std::int64_t scale_offset = 0;
-    std::int64_t rest = row;
-    for (int d = input.index_ndim - 1; d >= 0; --d) {
-        const std::int64_t index = rest % input.index_shape[d];
-        rest /= input.index_shape[d];
-        mask_offset += index * options.mask_index_strides[d];
-        scale_offset += index * options.scale_index_strides[d];
-    }
     std::int64_t last_kept = input.row_len - 1;
     if (options.causal != 0) {
         const std::int64_t query = (row / options.causal_row_divisor) % options.causal_queries;
@@ -104,6 +104,26 @@ __device__ __forceinline__ OptionsRowInput<C> bind_row(const OptionsInput<C>& in
     if (options.scale_kind == 1) scale = C(options.scalar_scale);
     if (options.scale_kind == 2) scale = C(options.scale[scale_offset]);
     return {options, mask_offset, last_kept, scale};
+}
+
+template <class C>
+__device__ __forceinline__ OptionsRowInput<C> bind_row(const OptionsInput<C>& input, std::int64_t row) {
+    std::int64_t mask_offset = 0;
+    std::int64_t scale_offset = 0;
+    std::int64_t rest = row;
+    for (int d = input.index_ndim - 1; d >= 0; --d) {
+        const std::int64_t index = rest % input.index_shape[d];
+        rest /= input.index_shape[d];
+        mask_offset += index * input.options.mask_index_strides[d];
+        scale_offset += index * input.options.scale_index_strides[d];
+    }
+    return bind_row_at(input, row, mask_offset, scale_offset);
+}
+
+// Row r of a Rows problem (index_ndim 1): its starts are r times each operand's row stride, no divmod.
+template <class C>
+__device__ __forceinline__ OptionsRowInput<C> bind_rows_row(const OptionsInput<C>& input, std::int64_t row) {
+    return bind_row_at(input, row, row * input.options.mask_index_strides[0], row * input.options.scale_index_strides[0]);
 }
 
 // ---- the fast row families (Rows layout: RowsOptionsParams) ------------------------------------------
@@ -323,6 +343,14 @@ struct MaskedForwardOutput {
     template <class C>
     __device__ __forceinline__ C element_from_value(C value, C max, C inverse_sum, C log_sum) const {
         if (max == neg_inf<C>()) return empty_row_value<C>();
+        if constexpr (std::is_same_v<C, float>) {
+            // exp(v - max) in one FFMA and one MUFU.EX2 (ShiftedExpFast, its bias taken out with 1/sum) where
+            // exp_of takes ~8 instructions: 16-bit rows are instruction-bound (performance.md, batch invariance).
+            if (!log && fast_exp_applies(max)) {
+                const ShiftedExpFast exp(max);
+                return exp(value) * (inverse_sum * exp.unbias());
+            }
+        }
         return softmax_output(value - max, inverse_sum, log_sum, log);
     }
     template <class C>

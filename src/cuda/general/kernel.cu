@@ -13,8 +13,6 @@
 namespace smx::cuda {
 namespace {
 
-constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop step
-
 // The body for one input transform and one output formula (common/epilogue.cuh; with the options' row input
 // and excluded-element rule, common/options.cuh).
 template <class X, class Y, class Input, class Output>

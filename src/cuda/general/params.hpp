@@ -33,6 +33,7 @@ struct GeneralParams {
 };
 
 constexpr int kGeneralThreads = 256;
+constexpr int kGeneralUnroll = 4;  // elements in flight per thread and loop step (a step's chunk of values)
 
 const void* general_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 
@@ -45,5 +46,18 @@ struct GeneralOptionsParams {
 // The general kernel with the options' input transform and masked-rows output (one instance per dtype pair;
 // the option kinds are read at run time).
 const void* general_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+
+// The same order on Rows problems (x, y, the mask's rows contiguous along the axis; a row's operands at row
+// times their row stride, index_ndim 1) with each thread's values held in registers: x read once. Instances
+// hold kGeneralHeldSteps[i] loop steps of kGeneralUnroll values, for the pairs of the fast families' options
+// instances (kRowsOptionsPair) and threads_per_row 32 or kGeneralThreads; nullptr for others.
+constexpr int kGeneralHeldSteps[] = {1, 2, 4, 8, 16};
+const void* general_rows_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int threads_per_row,
+                                        int held_steps);
+
+// Rows longer than the held instances take (a block each): the same order a window of kGeneralWindowSteps
+// steps at a time, x read twice, each window's loads in flight together. nullptr for pairs without instances.
+constexpr int kGeneralWindowSteps = 8;
+const void* general_rows_streamed_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
 
 }  // namespace smx::cuda

@@ -91,6 +91,30 @@ smxStatus_t plan_general(const SoftmaxInfo& info, const PlanContext& context, Fa
     return SMX_STATUS_SUCCESS;
 }
 
+namespace {
+
+// The general-rows kernel for a batch-invariant Rows problem: the held-values instance of the fewest held
+// steps covering every thread's share of the row (`held_steps=N` in the plan text), else the streamed one
+// (`window_steps=N`); nullptr where none applies (another layout or mask layout, a pair without instances,
+// or the override). `shape` receives the plan text's part naming the instance.
+const void* general_rows_kernel(const SoftmaxInfo& info, const PlanContext& context, int threads_per_row,
+                                std::string* shape) {
+    if (!info.options.batch_invariant || context.preferences.batch_invariant_general) return nullptr;
+    if (!rows_options_apply(info, info.options) || info.x.axis_stride != 1 || info.y.axis_stride != 1) return nullptr;
+    const std::int64_t steps = ceil_div(info.row_len, std::int64_t{threads_per_row} * kGeneralUnroll);
+    for (int held : kGeneralHeldSteps) {
+        if (held >= steps) {
+            *shape = fmt::format("held_steps={}", held);
+            return general_rows_options_kernel(info.x_dtype, info.y_dtype, threads_per_row, held);
+        }
+    }
+    if (threads_per_row != kGeneralThreads) return nullptr;
+    *shape = fmt::format("window_steps={}", kGeneralWindowSteps);
+    return general_rows_streamed_options_kernel(info.x_dtype, info.y_dtype);
+}
+
+}  // namespace
+
 smxStatus_t plan_general_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
     const void* kernel = general_softmax_options_kernel(info.x_dtype, info.y_dtype);
     SMX_RETURN_IF_ERROR(require_kernel(kernel, info.x_dtype, info.y_dtype, "general (options)"));
@@ -98,9 +122,18 @@ smxStatus_t plan_general_options(const SoftmaxInfo& info, const PlanContext& con
     unsigned grid = 0;
     SMX_RETURN_IF_ERROR(general_shape(info, context, kernel, &params.general, &grid));
     params.options = options_params(info, info.options);
+    std::string text = general_text(params.general, grid);
+    std::string rows_shape;
+    if (const void* rows_kernel = general_rows_kernel(info, context, params.general.threads_per_row, &rows_shape)) {
+        // The same parameters (a Rows problem's index space is its rows); only the grid follows the instance.
+        kernel = rows_kernel;
+        SMX_RETURN_IF_ERROR(general_shape(info, context, kernel, &params.general, &grid));
+        text = fmt::format("cuda general-rows threads_per_row={} {} threads={} grid={}", params.general.threads_per_row,
+                           rows_shape, kGeneralThreads, grid);
+    }
     FamilyPlan chosen;
     chosen.call = std::make_unique<GeneralOptionsCall>(params, Launch{kernel, dim3(grid), dim3(kGeneralThreads), 0, 0});
-    chosen.text = general_text(params.general, grid) + describe(info.options);
+    chosen.text = text + describe(info.options);
     *plan = std::move(chosen);
     return SMX_STATUS_SUCCESS;
 }

@@ -42,6 +42,7 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_COPY", "registers")) {
         preferences.backward_spatial_copy = BackwardSpatialCopyPreference::Registers;
     }
+    preferences.batch_invariant_general = variable_is("SMX_CUDA_BATCH_INVARIANT", "general");
     return preferences;
 }
 

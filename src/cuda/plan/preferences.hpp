@@ -24,11 +24,13 @@ struct PlanPreferences {
     LongRowsPreference long_rows = LongRowsPreference::Rule;
     LongColumnsPreference long_columns = LongColumnsPreference::Rule;
     BackwardSpatialCopyPreference backward_spatial_copy = BackwardSpatialCopyPreference::Rule;
+    bool batch_invariant_general = false;  // batch-invariant Rows problems on general_rows, not the held instances
 };
 
 // The debugging override: SMX_CUDA_WARP_THREADS, SMX_CUDA_WARP_OFFSETS, SMX_CUDA_REGS_MIN_THREADS,
-// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS, SMX_CUDA_LONG_COLUMNS and SMX_CUDA_BACKWARD_SPATIAL_COPY
-// (docs/api.md), read here and only here, each time a descriptor is created. Values it does not know mean the rule.
+// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS, SMX_CUDA_LONG_COLUMNS, SMX_CUDA_BACKWARD_SPATIAL_COPY and
+// SMX_CUDA_BATCH_INVARIANT (docs/api.md), read here and only here, each time a descriptor is created. Values it
+// does not know mean the rule.
 PlanPreferences plan_preferences_from_environment();
 
 }  // namespace smx::cuda
