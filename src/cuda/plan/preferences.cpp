@@ -36,6 +36,8 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_LONG_ROWS", "split")) preferences.long_rows = LongRowsPreference::Split;
     if (variable_is("SMX_CUDA_LONG_ROWS", "steps")) preferences.long_rows = LongRowsPreference::Steps;
     if (variable_is("SMX_CUDA_LONG_COLUMNS", "online")) preferences.long_columns = LongColumnsPreference::Online;
+    preferences.any_option_set = variable_is("SMX_CUDA_OPTION_SET", "any");
+    preferences.packed_options = !variable_is("SMX_CUDA_OPTION_SET", "unpacked");
     return preferences;
 }
 

@@ -19,10 +19,12 @@ struct PlanPreferences {
     int max_cluster = 0;           // 0: the device's limit; 1..15: block-regs clusters of at most this many CTAs
     LongRowsPreference long_rows = LongRowsPreference::Rule;
     LongColumnsPreference long_columns = LongColumnsPreference::Rule;
+    bool any_option_set = false;   // the fast row families' options instance of every kind (RowsOptionSet::Any)
+    bool packed_options = true;    // block-regs' packed 64-value options instance (unmasked set, 16-bit x)
 };
 
 // The debugging override: SMX_CUDA_WARP_THREADS, SMX_CUDA_WARP_OFFSETS, SMX_CUDA_REGS_MIN_THREADS,
-// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS and SMX_CUDA_LONG_COLUMNS (docs/api.md), read here and only here,
+// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS, SMX_CUDA_LONG_COLUMNS and SMX_CUDA_OPTION_SET (docs/api.md), read here and only here,
 // each time a descriptor is created. Values it does not know mean the rule.
 PlanPreferences plan_preferences_from_environment();
 
