@@ -68,8 +68,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     static_assert((kPackBytes == 16) == (sizeof(X) >= sizeof(Y)), "grid_regs_steps_shared_bytes' condition");
     // Options instances hold at most kBlockRegsOptionsMaxValues widened values, or the packed hold for the
     // unmasked set (no mask to read at each use), and take no row steps.
-    static_assert(!Input::kPerRow || ((kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && kUnmaskedOptions<Input>)) && !kRowSteps),
-                  "no such options instance");
+    constexpr bool kOptionsHold = kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && kUnmaskedOptions<Input>);
+    static_assert(!Input::kPerRow || (kOptionsHold && !kRowSteps), "no such options instance");
 
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
     // them all; a CTA whose row of the last step is past the end takes it with no elements. Each step
@@ -223,9 +223,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 }
             }
         } else if constexpr (Input::kPerRow && !kPackedHold) {
-            // The any set: z = scale * x as each pack is widened, -inf past the causal window or where a keep mask excludes,
-            // plus an additive mask: the mask read a pack at a time here, so no option state per value outlives
-            // this loop. A pack wholly past the window reads neither x nor mask.
+            // The any set: z = scale * x as each pack is widened, -inf past the causal window or where a keep
+            // mask excludes, plus an additive mask: the mask read a pack at a time here, so no option state per
+            // value outlives this loop. A pack wholly past the window reads neither x nor mask.
             visit_mask_packs<kPack>(row_options, slice_begin + head, [&](const auto& read_mask_pack) {
 #pragma unroll
                 for (int p = 0; p < kPacks; ++p) {

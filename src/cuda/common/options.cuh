@@ -231,8 +231,8 @@ struct MaskPackReader {
 };
 
 // Calls body(reader) with the reader of the row's mask kind and type (uniform per launch: one loop per kind
-// rather than a test per element; block-regs' any set) for the body of a slice from row element body_begin on (a 16-byte boundary
-// of x): its groups are aligned as x's packs when the first one is aligned to a whole unit.
+// rather than a test per element; block-regs' any set) for the body of a slice from row element body_begin on
+// (a 16-byte boundary of x): its groups are aligned as x's packs when the first one is aligned to a whole unit.
 template <int kPack, class C, RowsOptionSet kSet, class X, class Body>
 __device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C, kSet, X>& row, std::int64_t body_begin, const Body& body) {
     const auto typed = [&](auto pack_tag, auto type_tag) {

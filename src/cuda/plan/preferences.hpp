@@ -24,8 +24,8 @@ struct PlanPreferences {
 };
 
 // The debugging override: SMX_CUDA_WARP_THREADS, SMX_CUDA_WARP_OFFSETS, SMX_CUDA_REGS_MIN_THREADS,
-// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS, SMX_CUDA_LONG_COLUMNS and SMX_CUDA_OPTION_SET (docs/api.md), read here and only here,
-// each time a descriptor is created. Values it does not know mean the rule.
+// SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS, SMX_CUDA_LONG_COLUMNS and SMX_CUDA_OPTION_SET (docs/api.md), read
+// here and only here, each time a descriptor is created. Values it does not know mean the rule.
 PlanPreferences plan_preferences_from_environment();
 
 }  // namespace smx::cuda

@@ -154,7 +154,8 @@ smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& contex
     if (!planned) return cuda::plan_general_options(info, context, plan);  // its text names the options
     plan->text += describe(info.options);
     const cuda::RowsOptionSet set = cuda::rows_option_set_for(info, context);
-    plan->text += fmt::format(" set={}", cuda::option_set_name(family == RowsFamily::Warp ? set : cuda::block_regs_option_set(set)));
+    const cuda::RowsOptionSet run = family == RowsFamily::Warp ? set : cuda::block_regs_option_set(set);
+    plan->text += fmt::format(" set={}", cuda::option_set_name(run));
     return SMX_STATUS_SUCCESS;
 }
 
