@@ -9,6 +9,7 @@
 #if SMX_TEST_WITH_CUDA
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -87,14 +88,44 @@ std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const Hos
         if (has_effective_option(spec)) CHECK(plan_.find(" options=") != std::string::npos);                 \
     } while (0)
 
+// The plan text of softmax over contiguous (rows, row_len) x -> y with the options of `spec` (none: NULL), no
+// launch.
+std::string options_plan_for_rows(smxHandle_t handle, smxDataType_t dtype, std::int64_t rows, std::int64_t row_len,
+                                  const OptionsSpec* spec) {
+    TensorDesc desc(dtype, {rows, row_len}, {});
+    SoftmaxOptionsObject options(spec != nullptr ? *spec : OptionsSpec{});
+    smxSoftmaxDescriptor_t softmax = nullptr;
+    SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle, &softmax, SMX_SOFTMAX, 1, desc.desc, desc.desc,
+                                                         spec != nullptr ? options.options : nullptr));
+    const char* text = nullptr;
+    SMX_REQUIRE_OK(smxGetSoftmaxPlan(softmax, &text));
+    std::string plan = text;
+    smxDestroySoftmaxDescriptor(softmax);
+    return plan;
+}
+
+// The option set (plan text " set=...") a fast row family's plan of `spec` names for x of `x_dtype`: the
+// mask's form on the warp family, unmasked or any on block-regs and grid-regs, and any wherever the
+// SMX_CUDA_OPTION_SET override asks for it.
+std::string expected_option_set(const OptionsSpec& spec, smxDataType_t x_dtype, const std::string& kind) {
+    const char* forced = std::getenv("SMX_CUDA_OPTION_SET");
+    if (forced != nullptr && std::string(forced) == "any") return "any";
+    if (spec.mask == nullptr) return "unmasked";
+    if (kind != "warp") return "any";
+    if (spec.mask->dtype == SMX_DTYPE_BOOL) return "keep";
+    return spec.mask->dtype == x_dtype ? "additive" : "any";
+}
+
 // Every option on contiguous (rows, n) rows of one dtype pair, with special rows: the plain special rows,
 // a fully excluded row, per-row scales of 0, negative, huge, NaN and infinite, causal windows whose ends fall
 // inside packs, empty rows under both masked-rows modes, masks shared by every row (row stride 0: with n odd,
 // their rows are not aligned as x's, so block-regs reads them element by element, the others as vectors).
-// `kind` is the family every spec must plan and `plan_part` ("" for any) a part of its plan text; each result is
-// checked against the float64 reference.
+// `kind` is the family every spec must plan and `plan_part` ("" for any) a part of its plan text, and
+// `unmasked_plan_part` one of the plan texts of the specs without a mask; each result is checked against the
+// float64 reference.
 void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
-                                std::int64_t n, const char* kind, const char* plan_part = "") {
+                                std::int64_t n, const char* kind, const char* plan_part = "",
+                                const char* unmasked_plan_part = "") {
     HostTensor x = make_tensor(x_dtype, {rows, n});
     fill_random(x, test_rng());
     add_special_rows(x);
@@ -152,6 +183,8 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
             CHECK(plan.find(" options=") != std::string::npos);
             CHECK(kernel_kind(plan) == kind);
             CHECK(plan.find(plan_part) != std::string::npos);
+            if (std::string(kind) != "general") CHECK(plan.find(" set=" + expected_option_set(s, x_dtype, kind)) != std::string::npos);
+            if (s.mask == nullptr) CHECK(plan.find(unmasked_plan_part) != std::string::npos);
         }
     }
 }
@@ -258,6 +291,112 @@ TEST_CASE("cuda options: rows the plain problem gives 32 or 64 values take the 3
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 3, 32768, "block-regs");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 3, 32768, "block-regs");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, 65537, "block-regs");
+}
+
+TEST_CASE("cuda options: each option set's instances on the benchmark's row lengths, and the any set forced",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    struct Case {
+        smxDataType_t x, y;
+        std::int64_t rows, n;
+        const char* kind;
+    };
+    // Warp rows of 32, 128, 512 and 1024 (32 lanes of 32 values: the bounded instances) and block-regs rows of
+    // one CTA and of a cluster, in the lastdim grid's pairs. Every spec of check_every_option_on_rows names its
+    // set: unmasked (scale, causal), keep, additive (x's dtype) or any (an f32 mask on 16-bit x; every mask
+    // on block-regs).
+    const Case cases[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 40, 32, "warp"},       {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 40, 128, "warp"},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 12, 512, "warp"},    {SMX_DTYPE_F32, SMX_DTYPE_F32, 12, 1024, "warp"},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 12, 1024, "warp"},   {SMX_DTYPE_F32, SMX_DTYPE_F32, 5, 4096, "block-regs"},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 5, 8192, "block-regs"}};
+    for (const char* forced : {"rule", "any"}) {
+        ScopedEnvironment set("SMX_CUDA_OPTION_SET", forced);
+        for (const Case& c : cases) check_every_option_on_rows(handle.get(), c.x, c.y, c.rows, c.n, c.kind);
+    }
+    // An additive mask of another dtype than x's takes the any set on f32 x too.
+    for (std::int64_t n : {std::int64_t{1000}, std::int64_t{4096}}) {
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {6, n});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        const HostTensor additive = random_additive_mask(SMX_DTYPE_F16, {6, n}, test_rng());
+        OptionsSpec spec;
+        spec.mask = &additive;
+        spec.scale = 0.5;
+        for (bool log_mode : {false, true}) {
+            HostTensor y = make_tensor(SMX_DTYPE_F32, {6, n});
+            std::string plan;
+            const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+            INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(plan.find(" set=any") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("cuda options: scale and causal plan plain's configuration on the lastdim grid's rows", "[cuda][options]") {
+    CudaHandle handle;
+    struct Case {
+        std::int64_t rows, row_len;
+    };
+    // The benchmark's lastdim shapes (bench/, --group lastdim): warp, block-regs one CTA and clusters; 16-bit
+    // rows where plain holds the packed 64 values take the unmasked set's packed instance.
+    const Case cases[] = {{1048576, 32}, {1048576, 128}, {262144, 512}, {131072, 1024}, {65536, 2048},  {16384, 4096},
+                          {8192, 8192},  {4096, 16384},  {8192, 32000}, {8192, 50257},  {4096, 128256}};
+    for (const Case& c : cases) {
+        for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32}) {
+            const std::string plain = plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len);
+            HostTensor per_row = make_tensor(SMX_DTYPE_F32, {c.rows});
+            OptionsSpec scale, causal, row_scale;
+            scale.scale = 1.25;
+            causal.causal = c.row_len - c.rows;
+            row_scale.scale_tensor = &per_row;
+            for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
+                const std::string plan = options_plan_for_rows(handle.get(), dtype, c.rows, c.row_len, spec);
+                INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
+                CHECK(plan.rfind(plain + " options=", 0) == 0);
+                CHECK(plan.find(" set=unmasked") != std::string::npos);
+            }
+            // The override keeps 16-bit rows off the packed options instance.
+            ScopedEnvironment unpacked("SMX_CUDA_OPTION_SET", "unpacked");
+            const std::string plan = options_plan_for_rows(handle.get(), dtype, c.rows, c.row_len, &scale);
+            INFO("unpacked | plain: " << plain << " | options: " << plan);
+            CHECK(plan.find("values=64") == std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the reference, and where it does not apply",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // Rows whose plain plan holds the packed 64 values of 16-bit x (clusters forced: three rows would take
+    // grid-regs); every unmasked spec takes the packed instance, the masked ones the any set's 32 values.
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 3, 32768, "block-regs", "", "values=64");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, 65537, "block-regs", "", "values=64");
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 3, 32768, "block-regs");
+    // A causal window with a per-row scale (0 and negative among them) keeps 32 widened values: the packed
+    // hold's -inf past the window would not survive such scales.
+    for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        HostTensor x = make_tensor(dtype, {3, 32768});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        HostTensor scale = make_tensor(SMX_DTYPE_F32, {3});
+        scale.set(0, 0.0);
+        scale.set(1, -2.0);
+        scale.set(2, 0.75);
+        OptionsSpec spec;
+        spec.scale_tensor = &scale;
+        spec.causal = 30000;
+        for (bool log_mode : {false, true}) {
+            HostTensor y = make_tensor(dtype, {3, 32768});
+            std::string plan;
+            const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+            INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(kernel_kind(plan) == "block-regs");
+            CHECK(plan.find("values=64") == std::string::npos);
+        }
+    }
 }
 
 TEST_CASE("cuda options: the problems the fast families leave to the general family", "[cuda][options]") {
@@ -461,18 +600,10 @@ TEST_CASE("cuda options: without options, with NULL options and with a scale of 
     for (const Case& c : cases) {
         for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32}) {
             const std::string plain = plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len);
-            TensorDesc desc(dtype, {c.rows, c.row_len}, {});
             OptionsSpec unit;
             unit.scale = 1.0;
             for (const OptionsSpec* spec : {static_cast<const OptionsSpec*>(nullptr), static_cast<const OptionsSpec*>(&unit)}) {
-                SoftmaxOptionsObject options(spec != nullptr ? *spec : OptionsSpec{});
-                smxSoftmaxDescriptor_t softmax = nullptr;
-                SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle.get(), &softmax, SMX_SOFTMAX, 1, desc.desc,
-                                                                     desc.desc, spec != nullptr ? options.options : nullptr));
-                const char* text = nullptr;
-                SMX_REQUIRE_OK(smxGetSoftmaxPlan(softmax, &text));
-                CHECK(std::string(text) == plain);
-                smxDestroySoftmaxDescriptor(softmax);
+                CHECK(options_plan_for_rows(handle.get(), dtype, c.rows, c.row_len, spec) == plain);
             }
         }
     }

@@ -45,8 +45,8 @@ bool packed_pair(const SoftmaxInfo& info) { return dtype_size(info.x_dtype) == 2
 
 // Instances of 8 and 16 values do not run in clusters where the pair has a 32-value instance: they won on
 // utilization alone and ran far slower (performance.md#block-regs).
-bool regs_instance_clusters(const SoftmaxInfo& info, int values) {
-    return values >= 32 || block_regs_kernel_for(info, 32) == nullptr;
+bool regs_instance_clusters(const SoftmaxInfo& info, const PlanContext& context, int values) {
+    return values >= 32 || block_regs_kernel_for(info, context, 32) == nullptr;
 }
 
 // The largest cluster a plan may take: the family's limit, or the preferences' cap.
@@ -78,8 +78,8 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const PlanContext& conte
         RegsChoice best;
         for (int values : kBlockRegsValueCounts) {
             if (search.only_values != 0 && values != search.only_values) continue;
-            if (cluster > 1 && !regs_instance_clusters(info, values)) continue;
-            const void* kernel = block_regs_kernel_for(info, values);
+            if (cluster > 1 && !regs_instance_clusters(info, context, values)) continue;
+            const void* kernel = block_regs_kernel_for(info, context, values);
             if (kernel == nullptr) continue;
             int instance_max_threads = 0;
             SMX_RETURN_IF_ERROR(max_threads_of(kernel, "block-regs", &instance_max_threads));
@@ -164,8 +164,24 @@ bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, cons
            info.rows * info.row_len >= tuning.cluster_over_grid_min_elements;
 }
 
-const void* block_regs_kernel_for(const SoftmaxInfo& info, int values) {
-    if (info.options.any()) return block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, values);
+// Whether the unmasked set's packed options instance computes these options as the reference does: it holds
+// -inf in x's dtype past the causal window and multiplies by the scale at each use, so a causal window needs a
+// scale that keeps -inf: none or a positive scalar (a per-row scale of 0 or below would turn it into NaN or
+// +inf). Causal rows with other scales take the 32-value instance.
+namespace {
+bool block_regs_packed_options_apply(const SoftmaxOptions& options) {
+    if (!options.causal) return true;
+    return options.scale_kind == ScaleKind::None || (options.scale_kind == ScaleKind::Scalar && options.scale > 0.0);
+}
+}  // namespace
+
+const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values) {
+    if (info.options.any()) {
+        const bool packed_allowed = context.preferences.packed_options && block_regs_packed_options_apply(info.options);
+        if (values == kPackedValues && !packed_allowed) return nullptr;
+        const RowsOptionSet set = rows_option_set_for(info, context);
+        return block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, values, set);
+    }
     return block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
 }
 

@@ -35,7 +35,7 @@ smxStatus_t choose_grid_regs_for(const SoftmaxInfo& info, const PlanContext& con
     const std::int64_t slice_len = round_up(ceil_div(info.row_len, wanted), 16 / x_size);
     const std::int64_t chunks = ceil_div(info.row_len, slice_len);  // so that every CTA has elements
     for (int values : kBlockRegsValueCounts) {
-        const void* kernel = block_regs_kernel_for(info, values);
+        const void* kernel = block_regs_kernel_for(info, context, values);
         if (kernel == nullptr) continue;
         const std::int64_t threads =
             std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32), context.tuning.block_regs.min_threads);

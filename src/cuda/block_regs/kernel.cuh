@@ -66,8 +66,10 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // waits at the grid barrier and writes; the threads take their packs from there.
     constexpr bool kStagedSteps = kRowSteps && kHasBulkCopy && kPackBytes == 16;
     static_assert((kPackBytes == 16) == (sizeof(X) >= sizeof(Y)), "grid_regs_steps_shared_bytes' condition");
-    // Options instances hold at most kBlockRegsOptionsMaxValues widened values, no packed hold, no row steps.
-    static_assert(!Input::kPerRow || (kValues <= kBlockRegsOptionsMaxValues && !kRowSteps), "no such options instance");
+    // Options instances hold at most kBlockRegsOptionsMaxValues widened values, or the packed hold for the
+    // unmasked set (no mask to read at each use), and take no row steps.
+    constexpr bool kOptionsHold = kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && kUnmaskedOptions<Input>);
+    static_assert(!Input::kPerRow || (kOptionsHold && !kRowSteps), "no such options instance");
 
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
     // them all; a CTA whose row of the last step is past the end takes it with no elements. Each step
@@ -179,6 +181,19 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                     raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
                 }
             }
+            if constexpr (kPackedHold) {
+                // The packed hold widens at each use, with the scale only: elements past the causal window hold
+                // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
+                // block_regs_packed_options_apply, cluster_plan.cpp).
+                const X excluded = StoreAs<X>::from(neg_inf<C>());
+#pragma unroll
+                for (int p = 0; p < kPacks; ++p) {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        if (slice_index(p, k) >= read_count) raw[p].value[k] = excluded;
+                    }
+                }
+            }
         } else {
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
@@ -195,10 +210,22 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         bool loaded[kPacks];
         C held[kPackedHold ? 1 : kValues];  // widened values (packed hold: raw is what the thread holds)
-        if constexpr (Input::kPerRow) {
-            // z = scale * x as each pack is widened, -inf past the causal window or where a keep mask excludes,
-            // plus an additive mask: the mask read a pack at a time here, so no option state per value outlives
-            // this loop. A pack wholly past the window reads neither x nor mask.
+        if constexpr (kUnmaskedOptions<Input> && !kPackedHold) {
+            // The unmasked set: the plain widen, z = scale * x, -inf past the causal window (no mask to read).
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                loaded[p] = p * threads + tid < body_packs;
+                widen_pack(raw[p], &held[p * kPack]);
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    const C z = row_options.scale * held[p * kPack + k];
+                    held[p * kPack + k] = slice_index(p, k) < read_count ? z : neg_inf<C>();
+                }
+            }
+        } else if constexpr (Input::kPerRow && !kPackedHold) {
+            // The any set: z = scale * x as each pack is widened, -inf past the causal window or where a keep
+            // mask excludes, plus an additive mask: the mask read a pack at a time here, so no option state per
+            // value outlives this loop. A pack wholly past the window reads neither x nor mask.
             visit_mask_packs<kPack>(row_options, slice_begin + head, [&](const auto& read_mask_pack) {
 #pragma unroll
                 for (int p = 0; p < kPacks; ++p) {
@@ -231,7 +258,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             }
         }
         const auto value = [&](int i) -> C {
-            if constexpr (kPackedHold) {
+            if constexpr (kPackedHold && Input::kPerRow) {
+                return row_options.scale * widen_element_on_use(raw[i / kPack], i % kPack);
+            } else if constexpr (kPackedHold) {
                 return input(widen_element_on_use(raw[i / kPack], i % kPack));
             } else {
                 return held[i];
@@ -414,7 +443,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 // loop is split per mode, both formulas in the write. 16-bit -> f32 at 16 and 32 values lost that way (their
 // per-mode bodies took more registers), so they keep the run-time mode (ForwardOutput) with the write loops
 // they had: split per mode at 16 values, one loop at 32 (performance.md#block-regs).
-// Input: PlainInput, or RowsOptionsInput for the options instances.
+// Input: PlainInput, or a RowsOptionsInput for the options instances.
 template <class X, class Y, int kValues, bool kRowSteps = false, class Input = PlainInput>
 __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
     if constexpr (sizeof(X) == 2 && sizeof(Y) == 4 && (kValues == 16 || kValues == 32)) {
@@ -450,31 +479,52 @@ __global__ void __launch_bounds__(1024) block_regs_softmax_steps(const ParamBloc
     block_regs_modes<X, Y, kGridRegsStepsValues, true>(args);
 }
 
-// The options instances (RowsOptionsInput), 8, 16 and 32 values (kBlockRegsOptionsMaxValues): the plain
-// kernels' launch bounds, no row steps.
-template <class X, class Y, int kValues>
+// The options instances (RowsOptionsInput of one RowsOptionSet), 8, 16 and 32 values
+// (kBlockRegsOptionsMaxValues): the plain kernels' launch bounds, no row steps.
+template <class X, class Y, int kValues, RowsOptionSet kSet>
 __global__ void __launch_bounds__(1024) block_regs_softmax_options(const ParamBlock<BlockRegsParams> args) {
-    block_regs_modes<X, Y, kValues, false, RowsOptionsInput>(args);
+    block_regs_modes<X, Y, kValues, false, RowsOptionsInput<kSet, X>>(args);
 }
 
-// The plain kernel of `values_per_thread`, or with kOptions its options instance (pairs of kRowsOptionsPair, 8,
-// 16 and 32 values).
+// The unmasked set's packed 64-value options instance (16-bit x): the plain packed kernel's launch bounds.
+template <class X, class Y>
+__global__ void __launch_bounds__(512, 2) block_regs_softmax_options_packed(const ParamBlock<BlockRegsParams> args) {
+    block_regs_modes<X, Y, 64, false, RowsOptionsInput<RowsOptionSet::Unmasked, X>>(args);
+}
+
+// The options instance of `values_per_thread` for `set` (8, 16 and 32 values; 64 for the unmasked set of
+// 16-bit x).
+template <class X, class Y, RowsOptionSet kSet>
+const void* block_regs_options_instance(int values_per_thread) {
+    switch (values_per_thread) {
+        case 8: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 8, kSet>);
+        case 16: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 16, kSet>);
+        case 32:
+            // f16 -> f32's options form spills at 32 values (docs/cuda-kernels.md, "Options instances").
+            if constexpr (!(std::is_same_v<X, __half> && std::is_same_v<Y, float>)) {
+                return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 32, kSet>);
+            }
+            return nullptr;
+        case 64:
+            if constexpr (sizeof(X) == 2 && kSet == RowsOptionSet::Unmasked) {
+                return reinterpret_cast<const void*>(&block_regs_softmax_options_packed<X, Y>);
+            }
+            return nullptr;
+        default: return nullptr;
+    }
+}
+
+// The plain kernel of `values_per_thread`, or with kOptions its options instance for `set` (pairs of
+// kRowsOptionsPair, 8, 16 and 32 values, 64 for the unmasked set of 16-bit x): the unmasked or the any set
+// (block_regs_option_set).
 template <class X, class Y, bool kOptions = false>
-const void* block_regs_instance(int values_per_thread) {
+const void* block_regs_instance(int values_per_thread, RowsOptionSet set = RowsOptionSet::Any) {
     if constexpr (kOptions && !kRowsOptionsPair<X, Y>) {
         return nullptr;
     } else if constexpr (kOptions) {
-        switch (values_per_thread) {
-            case 8: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 8>);
-            case 16: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 16>);
-            case 32:
-                // f16 -> f32's options form spills at 32 values (docs/cuda-kernels.md, "Options instances").
-                if constexpr (!(std::is_same_v<X, __half> && std::is_same_v<Y, float>)) {
-                    return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 32>);
-                }
-                return nullptr;
-            default: return nullptr;
-        }
+        return block_regs_option_set(set) == RowsOptionSet::Unmasked
+                   ? block_regs_options_instance<X, Y, RowsOptionSet::Unmasked>(values_per_thread)
+                   : block_regs_options_instance<X, Y, RowsOptionSet::Any>(values_per_thread);
     } else {
         switch (values_per_thread) {
             case 8: return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 8>);

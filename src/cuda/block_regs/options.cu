@@ -1,12 +1,14 @@
-// options.cu - the block-regs family's options instances (RowsOptionsInput) for the pairs of kRowsOptionsPair:
-// block-regs and grid-regs plans of problems with options (Rows layout).
+// options.cu - the block-regs family's options instances (RowsOptionsInput, every RowsOptionSet) for the pairs of
+// kRowsOptionsPair: block-regs and grid-regs plans of problems with options (Rows layout).
 #include "cuda/block_regs/kernel.cuh"
 
 namespace smx::cuda {
 
-const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread) {
-    return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread](auto x_tag, auto y_tag) -> const void* {
-        return block_regs_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type, true>(values_per_thread);
+const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread,
+                                              RowsOptionSet set) {
+    return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread, set](auto x_tag, auto y_tag) -> const void* {
+        return block_regs_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type, true>(values_per_thread,
+                                                                                                       set);
     });
 }
 

@@ -42,15 +42,17 @@ struct BlockRegsParams {
 constexpr std::array<int, 4> kBlockRegsValueCounts{{8, 16, 32, 64}};
 constexpr int kBlockRegsMaxThreads = 1024;
 // Options instances exist up to this many values per thread, widened: the packed 64-value hold would have to
-// read the mask again at each use of a value (docs/cuda-kernels.md, "Options instances").
+// read the mask again at each use of a value (docs/cuda-kernels.md, "Options instances"). The unmasked set,
+// which reads none, also has the packed 64 (16-bit x).
 constexpr int kBlockRegsOptionsMaxValues = 32;
 constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed
 
 // nullptr also when `values_per_thread` has no instance for x_dtype.
 const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
-// The options instance (RowsOptionsInput) of the same, for block-regs and grid-regs plans; nullptr also for
-// pairs without options instances (kRowsOptionsPair).
-const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+// The options instance (RowsOptionsInput) of the same for option set `set`, for block-regs and grid-regs plans;
+// nullptr also for pairs without options instances (kRowsOptionsPair).
+const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread,
+                                              RowsOptionSet set);
 
 // The kernel as grid-regs with row steps (params.row_steps), instantiated at kGridRegsStepsValues values per
 // thread for f32 x only (nullptr for other x). A step's CTAs fold at most kGridRegsStepsMaxChunks partials.

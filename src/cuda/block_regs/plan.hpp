@@ -40,9 +40,9 @@ bool better_register_configuration(const Choice& a, const Choice& b, int min_cta
     return rank(a.values) > rank(b.values);
 }
 
-// The block-regs kernel of `values` per thread for the problem: the options instance where it has options
-// (nullptr where that pair or count has none).
-const void* block_regs_kernel_for(const SoftmaxInfo& info, int values);
+// The block-regs kernel of `values` per thread for the problem: the options instance of its option set where
+// it has options (nullptr where that pair or count has none).
+const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values);
 
 // The configuration for a row: the default search, then the searches for f32 x and for packed 16-bit x
 // (performance.md#block-regs).

@@ -45,6 +45,26 @@ bool rows_options_apply(const RowGeometry& geometry, const SoftmaxOptions& optio
     return !options.causal || options.causal_row_divisor == 1;
 }
 
+RowsOptionSet rows_option_set(const SoftmaxOptions& options, smxDataType_t x_dtype, bool force_any) {
+    if (force_any) return RowsOptionSet::Any;
+    switch (options.mask_kind) {
+        case MaskKind::None: return RowsOptionSet::Unmasked;
+        case MaskKind::Keep: return RowsOptionSet::Keep;
+        case MaskKind::Additive: return options.mask_dtype == x_dtype ? RowsOptionSet::AdditiveOfX : RowsOptionSet::Any;
+    }
+    return RowsOptionSet::Any;
+}
+
+const char* option_set_name(RowsOptionSet set) {
+    switch (set) {
+        case RowsOptionSet::Unmasked: return "unmasked";
+        case RowsOptionSet::Keep: return "keep";
+        case RowsOptionSet::AdditiveOfX: return "additive";
+        case RowsOptionSet::Any: return "any";
+    }
+    return "any";
+}
+
 RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options) {
     // The general family's reading of the options, with each operand's index strides reduced to its row stride.
     const OptionsParams general = options_params(geometry, options);

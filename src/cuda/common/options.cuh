@@ -80,6 +80,19 @@ struct OptionsRowInput {
     }
 };
 
+// Calls visit(std::integral_constant<RowsOptionSet, S>) for set S = `set`: the warp getter's one switch over
+// the sets.
+template <class Visitor>
+const void* visit_option_set(RowsOptionSet set, Visitor visit) {
+    switch (set) {
+        case RowsOptionSet::Unmasked: return visit(std::integral_constant<RowsOptionSet, RowsOptionSet::Unmasked>{});
+        case RowsOptionSet::Keep: return visit(std::integral_constant<RowsOptionSet, RowsOptionSet::Keep>{});
+        case RowsOptionSet::AdditiveOfX: return visit(std::integral_constant<RowsOptionSet, RowsOptionSet::AdditiveOfX>{});
+        case RowsOptionSet::Any: return visit(std::integral_constant<RowsOptionSet, RowsOptionSet::Any>{});
+    }
+    return nullptr;
+}
+
 // The options' input transform for rows located in an index space (options.hpp): binds row r by its multi-index.
 template <class C>
 struct OptionsInput {
@@ -139,8 +152,9 @@ __device__ __forceinline__ std::int64_t additive_mask_bytes(int dtype) {
 // causal window; the plain rows' edge handling bounds the reads), the others become z = scale * x + additive
 // mask, or -inf where a keep mask excludes them. An excluded element's -inf then gives 0 (log: -inf) through
 // the plain formulas, NaN in a row whose sum is NaN, and NaN in a row with nothing to normalize, as the
-// reference has it; zero_rows is applied at the write (empty_row_value).
-template <class C>
+// reference has it; zero_rows is applied at the write (empty_row_value). kSet (RowsOptionSet) is the mask
+// form the instance is compiled for, X its x type (an AdditiveOfX mask's element type).
+template <class C, RowsOptionSet kSet, class X>
 struct RowsOptionsRow {
     const RowsOptionsParams& options;
     const unsigned char* mask_row;  // the row's mask bytes (either kind); NULL without a mask
@@ -148,10 +162,18 @@ struct RowsOptionsRow {
     C scale;
 
     __device__ __forceinline__ C operator()(C value, std::int64_t j) const {
-        if (options.mask_kind == 1 && mask_row[j] == 0) return neg_inf<C>();
-        const C scaled = options.scale_kind != 0 ? scale * value : value;
-        if (options.mask_kind != 2) return scaled;
-        return scaled + load_additive<C>(mask_row, options.mask_dtype, j);
+        if constexpr (kSet == RowsOptionSet::Unmasked) {
+            return scale * value;
+        } else if constexpr (kSet == RowsOptionSet::Keep) {
+            return mask_row[j] != 0 ? scale * value : neg_inf<C>();
+        } else if constexpr (kSet == RowsOptionSet::AdditiveOfX) {
+            return scale * value + C(to_compute(reinterpret_cast<const X*>(mask_row)[j]));
+        } else {
+            if (options.mask_kind == 1 && mask_row[j] == 0) return neg_inf<C>();
+            const C scaled = options.scale_kind != 0 ? scale * value : value;
+            if (options.mask_kind != 2) return scaled;
+            return scaled + load_additive<C>(mask_row, options.mask_dtype, j);
+        }
     }
 };
 
@@ -229,10 +251,10 @@ struct MaskPackReader {
 };
 
 // Calls body(reader) with the reader of the row's mask kind and type (uniform per launch: one loop per kind
-// rather than a test per element) for the body of a slice from row element body_begin on (a 16-byte boundary
-// of x): its groups are aligned as x's packs when the first one is aligned to a whole unit.
-template <int kPack, class C, class Body>
-__device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C>& row, std::int64_t body_begin, const Body& body) {
+// rather than a test per element; block-regs' any set) for the body of a slice from row element body_begin on
+// (a 16-byte boundary of x): its groups are aligned as x's packs when the first one is aligned to a whole unit.
+template <int kPack, class C, RowsOptionSet kSet, class X, class Body>
+__device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C, kSet, X>& row, std::int64_t body_begin, const Body& body) {
     const auto typed = [&](auto pack_tag, auto type_tag) {
         using Pack = typename decltype(pack_tag)::type;
         using M = typename decltype(type_tag)::type;
@@ -254,6 +276,31 @@ __device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C>& row, s
     }
 }
 
+// z of the kPack values of x at row elements col.. (col a multiple of kPack), in place: the row's mask read as
+// one group (whole-unit loads where the row's mask is aligned to them: then so is every pack's group). The
+// warp family's packs; Any reads its mask element by element.
+template <int kPack, class C, RowsOptionSet kSet, class X>
+__device__ __forceinline__ void transform_pack(const RowsOptionsRow<C, kSet, X>& row, C* pack, int col) {
+    const auto apply = [&](auto type_tag, const auto& make_pack) {
+        using M = typename decltype(type_tag)::type;
+        const M* first = reinterpret_cast<const M*>(row.mask_row) + col;
+        const bool vector = reinterpret_cast<std::uintptr_t>(row.mask_row) % MaskGroup<M, kPack>::kUnitBytes == 0;
+        const auto mask = make_pack(load_mask_group<M, kPack>(first, vector));
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) pack[k] = mask(row.scale * pack[k], k);
+    };
+    if constexpr (kSet == RowsOptionSet::Keep) {
+        apply(TypeTag<unsigned char>{}, [](const auto& group) { return KeepMaskPack<kPack>{group}; });
+    } else if constexpr (kSet == RowsOptionSet::AdditiveOfX) {
+        apply(TypeTag<X>{}, [](const auto& group) { return AdditiveMaskPack<X, kPack>{group}; });
+    } else {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) pack[k] = row(pack[k], col + k);
+    }
+}
+
+// The options of the fast row families' instances of set kSet (x type X): binds each row's options.
+template <RowsOptionSet kSet, class X>
 struct RowsOptionsInput {
     static constexpr bool kRaw = false;
     static constexpr bool kPerRow = true;
@@ -265,11 +312,16 @@ struct RowsOptionsInput {
     }
 
     template <class C>
-    __device__ __forceinline__ RowsOptionsRow<C> bind(std::int64_t row, std::int64_t row_len) const {
+    __device__ __forceinline__ RowsOptionsRow<C, kSet, X> bind(std::int64_t row, std::int64_t row_len) const {
         const unsigned char* mask_row = nullptr;
-        if (options.mask_kind != 0) {
-            const std::int64_t mask_size = options.mask_kind == 1 ? 1 : additive_mask_bytes(options.mask_dtype);
-            mask_row = static_cast<const unsigned char*>(options.mask) + row * options.mask_row_stride * mask_size;
+        if constexpr (kSet == RowsOptionSet::Keep || kSet == RowsOptionSet::AdditiveOfX) {
+            constexpr std::int64_t kMaskSize = kSet == RowsOptionSet::Keep ? 1 : sizeof(X);
+            mask_row = static_cast<const unsigned char*>(options.mask) + row * options.mask_row_stride * kMaskSize;
+        } else if constexpr (kSet == RowsOptionSet::Any) {
+            if (options.mask_kind != 0) {
+                const std::int64_t mask_size = options.mask_kind == 1 ? 1 : additive_mask_bytes(options.mask_dtype);
+                mask_row = static_cast<const unsigned char*>(options.mask) + row * options.mask_row_stride * mask_size;
+            }
         }
         std::int64_t read_len = row_len;
         if (options.causal != 0) {
@@ -290,6 +342,12 @@ struct RowsOptionsInput {
         return options.zero_rows != 0 && row_max == neg_inf<C>() && !row_has_nan;
     }
 };
+
+// Whether an input is the unmasked set's RowsOptionsInput (block-regs' packed hold takes no other options).
+template <class Input>
+constexpr bool kUnmaskedOptions = false;
+template <class X>
+constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X>> = true;
 
 // Whether a fast family's row writes empty_row_value (never for inputs without per-row options).
 template <class Input, class C>

@@ -63,6 +63,31 @@ struct RowsOptionsParams {
     }
 };
 
+// The mask forms an options instance of the fast row families is compiled for: each leaves out the code of
+// the forms it cannot meet, so an unmasked instance is the plain body plus the per-row scale and causal
+// window (decided per row, no code per form). Chosen at plan time (rows_option_set); Any reads every mask kind
+// and additive dtype, choosing per launch, as the single options instance did before the sets
+// (docs/cuda-kernels.md, "Option sets").
+enum class RowsOptionSet : int {
+    Unmasked = 0,     // scale and causal only
+    Keep = 1,         // a boolean mask, with scale and causal
+    AdditiveOfX = 2,  // an additive mask of x's dtype, with scale and causal
+    Any = 3,          // every option, the mask's kind and dtype read at run time
+};
+constexpr int kRowsOptionSets = 4;
+
+// The set of a problem's options on the fast row families (x_dtype: the problem's x), or Any where force_any
+// (the debugging override SMX_CUDA_OPTION_SET=any, preferences.hpp).
+RowsOptionSet rows_option_set(const SoftmaxOptions& options, smxDataType_t x_dtype, bool force_any);
+// The set whose instances block-regs and grid-regs run: the unmasked set's own, the any set's for every mask
+// (their keep and additive forms spilled at 32 values where the any set's did not: docs/cuda-kernels.md,
+// "Option sets").
+constexpr RowsOptionSet block_regs_option_set(RowsOptionSet set) {
+    return set == RowsOptionSet::Unmasked ? RowsOptionSet::Unmasked : RowsOptionSet::Any;
+}
+// The set's name in plan texts ("unmasked", "keep", "additive", "any").
+const char* option_set_name(RowsOptionSet set);
+
 // Whether a problem's options can run on the fast row families: Rows layout, the mask contiguous along the
 // axis and causal rows in row order. Others take the general family.
 bool rows_options_apply(const RowGeometry& geometry, const SoftmaxOptions& options);

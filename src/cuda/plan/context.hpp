@@ -26,6 +26,11 @@ struct PlanContext {
     const PlanPreferences& preferences;
 };
 
+// The option set of a Rows problem's options instances (rows_option_set, with the preferences' override).
+inline RowsOptionSet rows_option_set_for(const SoftmaxInfo& info, const PlanContext& context) {
+    return rows_option_set(info.options, info.x_dtype, context.preferences.any_option_set);
+}
+
 // One cluster per row: rows per grid row, and the grid's y limit.
 constexpr std::int64_t kRowsPerGridRow = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxGridY = 65535;

@@ -127,7 +127,9 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, Famil
 // search over the options instances (8, 16 and 32 values for block-regs and grid-regs, never the packed 64:
 // kBlockRegsOptionsMaxValues).
 // The others (grid-regs steps, split-row, block-online), and a configuration the options instances cannot
-// take, run on the general family. The plan text names the options after the family.
+// take, run on the general family. The plan text names the options after the family, then the option set its
+// instance is compiled for (set=unmasked, keep, additive or any: RowsOptionSet; block-regs and grid-regs:
+// unmasked or any, block_regs_option_set).
 smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
     SoftmaxInfo plain = info;
     plain.options = SoftmaxOptions{};
@@ -151,6 +153,9 @@ smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& contex
     }
     if (!planned) return cuda::plan_general_options(info, context, plan);  // its text names the options
     plan->text += describe(info.options);
+    const cuda::RowsOptionSet set = cuda::rows_option_set_for(info, context);
+    const cuda::RowsOptionSet run = family == RowsFamily::Warp ? set : cuda::block_regs_option_set(set);
+    plan->text += fmt::format(" set={}", cuda::option_set_name(run));
     return SMX_STATUS_SUCCESS;
 }
 
@@ -167,14 +172,15 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const PlanContext& context, Fa
 // with the mask contiguous along the axis, a pair with options instances (the benchmark grids': f64 and the
 // cross 16-bit pairs have none), and no batch invariance, whose bits must match every layout's, i.e. the
 // general family's (docs/design.md, "Softmax options").
-bool rows_take_options(const SoftmaxInfo& info) {
+bool rows_take_options(const SoftmaxInfo& info, const PlanContext& context) {
     if (info.options.batch_invariant || !cuda::rows_options_apply(info, info.options)) return false;
+    const cuda::RowsOptionSet set = cuda::rows_option_set_for(info, context);
     if (info.row_len > cuda::kWarpMaxRowLen) {
-        return cuda::block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, 16) != nullptr;
+        return cuda::block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, 16, set) != nullptr;
     }
     cuda::WarpShape shape{};
     const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
-    return cuda::warp_softmax_options_kernel(info.x_dtype, info.y_dtype, shape_index) != nullptr;
+    return cuda::warp_softmax_options_kernel(info.x_dtype, info.y_dtype, shape_index, set) != nullptr;
 }
 
 // Dtype pairs with f64 on one side only: computed in double by the general family on every layout.
@@ -195,7 +201,7 @@ smxStatus_t make_cuda_softmax_plan(const SoftmaxInfo& info, int device_id, const
     cuda::ScopedDevice device(device_id);
     SMX_RETURN_IF_ERROR(device.status());
     const PlanContext context{limits, cuda::tuning_for(limits), preferences};
-    if (info.options.any() && rows_take_options(info)) {
+    if (info.options.any() && rows_take_options(info, context)) {
         SMX_RETURN_IF_ERROR(plan_rows_options(info, context, &family));
     } else if (info.options.any()) {
         // The other problems with options: the general family (docs/design.md, "Softmax options").

@@ -109,8 +109,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
                     C* pack = &values[r][p * kPack];
                     if (row_valid && args.x_vector && col + kPack <= read_len) {
                         load_pack(x_row + col, pack);
-#pragma unroll
-                        for (int k = 0; k < kPack; ++k) pack[k] = row_input(pack[k], col + k);
+                        transform_pack<kPack>(row_input, pack, col);
                     } else {
 #pragma unroll
                         for (int k = 0; k < kPack; ++k) {
@@ -143,11 +142,14 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
             row_max[r] = group_max_skip_nan<kLanes>(thread_max);
             if constexpr (Input::kPerRow) {
                 // Whether a kept z is NaN: masked_rows zero must tell that row from an empty one, and here the
-                // sum of an all -inf row is NaN too.
-                C nans = 0;
+                // sum of an all -inf row is NaN too. Only masked_rows zero asks (a uniform branch).
+                row_has_nan[r] = false;
+                if (input.options.zero_rows != 0) {
+                    C nans = 0;
 #pragma unroll
-                for (int c = 0; c < kCols; ++c) nans += values[r][c] != values[r][c] ? C(1) : C(0);
-                row_has_nan[r] = group_sum<kLanes>(nans) > C(0);
+                    for (int c = 0; c < kCols; ++c) nans += values[r][c] != values[r][c] ? C(1) : C(0);
+                    row_has_nan[r] = group_sum<kLanes>(nans) > C(0);
+                }
             }
         }
         // Softmax keeps each exp (the write multiplies); log-softmax keeps v. Padding is -inf and adds
@@ -239,7 +241,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
 // is split per mode (performance.md#warp).
 // The index width is a run-time choice (a uniform branch) in the instances of at most
 // kWarpOffsets32MaxValues values per thread, which hold both bodies; wider ones have the 64-bit body only.
-// Input: PlainInput, or RowsOptionsInput for the options instances.
+// Input: PlainInput, or a RowsOptionsInput for the options instances.
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, class Input = PlainInput>
 __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
     const auto body = [&](auto index_tag) {
@@ -290,21 +292,43 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm) warp_softma
     warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread>(args);
 }
 
-// The options instances (RowsOptionsInput): the plain kernels' shapes and launch bounds.
-template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+// The options instances (RowsOptionsInput of one RowsOptionSet): the plain kernels' shapes and launch bounds.
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, RowsOptionSet kSet>
 __global__ void __launch_bounds__(kWarpKernelThreads) warp_softmax_options(const ParamBlock<WarpParams> args) {
-    warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread, RowsOptionsInput>(args);
+    warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread, RowsOptionsInput<kSet, X>>(args);
 }
 
-template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, int kMinCtasPerSm>
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, RowsOptionSet kSet, int kMinCtasPerSm>
 __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm)
     warp_softmax_options_bounded(const ParamBlock<WarpParams> args) {
-    warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread, RowsOptionsInput>(args);
+    warp_softmax_modes<X, Y, kLanes, kCols, kRowsPerThread, RowsOptionsInput<kSet, X>>(args);
 }
 
-// kOptions: the options instance of the shape (pairs of kRowsOptionsPair only).
+// The options instances' minimum of CTAs per SM: the plain shape's, but 12 (40 registers) where the plain
+// one states 16 (32) for 16 values: the options bodies spilled there (docs/cuda-kernels.md, "Option sets").
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+constexpr int kWarpOptionsMinCtasPerSm = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 16 && kCols * kRowsPerThread == 16
+                                             ? 12
+                                             : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
+
+// The options instance of a shape for set `set` (pairs of kRowsOptionsPair only).
+template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
+const void* warp_options_pointer(RowsOptionSet set) {
+    constexpr int kMinCtas = kWarpOptionsMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
+    const auto pointer = [](auto set_tag) -> const void* {
+        constexpr RowsOptionSet kSet = decltype(set_tag)::value;
+        if constexpr (kMinCtas > 0) {
+            return reinterpret_cast<const void*>(&warp_softmax_options_bounded<X, Y, kLanes, kCols, kRowsPerThread, kSet, kMinCtas>);
+        } else {
+            return reinterpret_cast<const void*>(&warp_softmax_options<X, Y, kLanes, kCols, kRowsPerThread, kSet>);
+        }
+    };
+    return visit_option_set(set, pointer);
+}
+
+// kOptions: the options instance of the shape for `set` (pairs of kRowsOptionsPair only).
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, bool kOptions>
-const void* warp_kernel_pointer() {
+const void* warp_kernel_pointer(RowsOptionSet set) {
     constexpr int kMinCtas = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
     constexpr bool kNarrow = kLanes < 32;
     constexpr bool kTwoPacks = WarpShape{kLanes, kCols, kRowsPerThread}.narrow_two_packs(kPackOf<X>);
@@ -314,10 +338,8 @@ const void* warp_kernel_pointer() {
         return nullptr;  // nor a narrow shape of two packs per lane
     } else if constexpr (kOptions && !kRowsOptionsPair<X, Y>) {
         return nullptr;
-    } else if constexpr (kOptions && kMinCtas > 0) {
-        return reinterpret_cast<const void*>(&warp_softmax_options_bounded<X, Y, kLanes, kCols, kRowsPerThread, kMinCtas>);
     } else if constexpr (kOptions) {
-        return reinterpret_cast<const void*>(&warp_softmax_options<X, Y, kLanes, kCols, kRowsPerThread>);
+        return warp_options_pointer<X, Y, kLanes, kCols, kRowsPerThread>(set);
     } else if constexpr (kMinCtas > 0) {
         return reinterpret_cast<const void*>(&warp_softmax_bounded<X, Y, kLanes, kCols, kRowsPerThread, kMinCtas>);
     } else {
@@ -327,26 +349,26 @@ const void* warp_kernel_pointer() {
 
 // The instance for shape `shape_index` of x's table, as a pointer for cudaLaunchKernel.
 template <class X, class Y, bool kOptions, std::size_t... I>
-const void* warp_softmax_instance(int shape_index, std::index_sequence<I...>) {
+const void* warp_softmax_instance(int shape_index, RowsOptionSet set, std::index_sequence<I...>) {
     constexpr auto& shapes = WarpShapeTable<kPackOf<X>>::shapes;
     const void* kernel = nullptr;
     ((shape_index == static_cast<int>(I)
           ? (kernel = warp_kernel_pointer<X, Y, shapes[I].lanes, shapes[I].cols_per_lane, shapes[I].rows_per_thread,
-                                          kOptions>())
+                                          kOptions>(set))
           : nullptr),
      ...);
     return kernel;
 }
 
 // Every y dtype for one x dtype: each instances_<x>.cu instantiates one of these, each options_<x>.cu the
-// options one.
+// options ones (every set; `set` is unused without kOptions).
 template <class X, bool kOptions = false>
-const void* warp_softmax_for_x(smxDataType_t y_dtype, int shape_index) {
+const void* warp_softmax_for_x(smxDataType_t y_dtype, int shape_index, RowsOptionSet set = RowsOptionSet::Any) {
     constexpr std::size_t kShapes = WarpShapeTable<kPackOf<X>>::shapes.size();
-    return visit_dtype(y_dtype, [shape_index](auto y_tag) -> const void* {
+    return visit_dtype(y_dtype, [shape_index, set](auto y_tag) -> const void* {
         using Y = typename decltype(y_tag)::type;
         if constexpr (kEveryFamilyPair<X, Y>) {
-            return warp_softmax_instance<X, Y, kOptions>(shape_index, std::make_index_sequence<kShapes>{});
+            return warp_softmax_instance<X, Y, kOptions>(shape_index, set, std::make_index_sequence<kShapes>{});
         } else {
             return nullptr;
         }

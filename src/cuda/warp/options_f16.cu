@@ -1,11 +1,11 @@
-// options_f16.cu - the warp kernel's options instances for x = f16 (RowsOptionsInput; a file of its own so
-// that it compiles in parallel with the plain instances).
+// options_f16.cu - the warp kernel's options instances for x = f16 (RowsOptionsInput, every RowsOptionSet; a file
+// of its own so that it compiles in parallel with the plain instances).
 #include "cuda/warp/kernel.cuh"
 
 namespace smx::cuda {
 
-const void* warp_softmax_options_kernel_f16(smxDataType_t y_dtype, int shape_index) {
-    return warp_softmax_for_x<__half, true>(y_dtype, shape_index);
+const void* warp_softmax_options_kernel_f16(smxDataType_t y_dtype, int shape_index, RowsOptionSet set) {
+    return warp_softmax_for_x<__half, true>(y_dtype, shape_index, set);
 }
 
 }  // namespace smx::cuda

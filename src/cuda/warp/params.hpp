@@ -101,11 +101,11 @@ const void* warp_softmax_kernel_bf16(smxDataType_t y_dtype, int shape_index);
 const void* warp_softmax_kernel_f32(smxDataType_t y_dtype, int shape_index);
 const void* warp_softmax_kernel_f64(smxDataType_t y_dtype, int shape_index);
 
-// The options instance (RowsOptionsInput) of shape `shape_index`, or nullptr for pairs without one
-// (kRowsOptionsPair: f64 and the cross 16-bit pairs have none).
-const void* warp_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index);
-const void* warp_softmax_options_kernel_f16(smxDataType_t y_dtype, int shape_index);
-const void* warp_softmax_options_kernel_bf16(smxDataType_t y_dtype, int shape_index);
-const void* warp_softmax_options_kernel_f32(smxDataType_t y_dtype, int shape_index);
+// The options instance (RowsOptionsInput) of shape `shape_index` for option set `set`, or nullptr for pairs
+// without one (kRowsOptionsPair: f64 and the cross 16-bit pairs have none).
+const void* warp_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index, RowsOptionSet set);
+const void* warp_softmax_options_kernel_f16(smxDataType_t y_dtype, int shape_index, RowsOptionSet set);
+const void* warp_softmax_options_kernel_bf16(smxDataType_t y_dtype, int shape_index, RowsOptionSet set);
+const void* warp_softmax_options_kernel_f32(smxDataType_t y_dtype, int shape_index, RowsOptionSet set);
 
 }  // namespace smx::cuda

@@ -43,7 +43,8 @@ bool warp_offsets_fit_32_bits(const SoftmaxInfo& info, const WarpShape& shape, c
 smxStatus_t plan_warp(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
     WarpShape shape{};
     const int shape_index = choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
-    const void* kernel = info.options.any() ? warp_softmax_options_kernel(info.x_dtype, info.y_dtype, shape_index)
+    const void* kernel = info.options.any() ? warp_softmax_options_kernel(info.x_dtype, info.y_dtype, shape_index,
+                                                                          rows_option_set_for(info, context))
                                             : warp_softmax_kernel(info.x_dtype, info.y_dtype, shape_index);
     SMX_RETURN_IF_ERROR(require_kernel(kernel, info.x_dtype, info.y_dtype, "warp"));
     const int pack = static_cast<int>(16 / dtype_size(info.x_dtype));
@@ -90,11 +91,11 @@ int choose_warp_shape(std::int64_t row_len, std::size_t x_size, std::size_t y_si
     }
 }
 
-const void* warp_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index) {
+const void* warp_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int shape_index, RowsOptionSet set) {
     switch (x_dtype) {
-        case SMX_DTYPE_F16: return warp_softmax_options_kernel_f16(y_dtype, shape_index);
-        case SMX_DTYPE_BF16: return warp_softmax_options_kernel_bf16(y_dtype, shape_index);
-        case SMX_DTYPE_F32: return warp_softmax_options_kernel_f32(y_dtype, shape_index);
+        case SMX_DTYPE_F16: return warp_softmax_options_kernel_f16(y_dtype, shape_index, set);
+        case SMX_DTYPE_BF16: return warp_softmax_options_kernel_bf16(y_dtype, shape_index, set);
+        case SMX_DTYPE_F32: return warp_softmax_options_kernel_f32(y_dtype, shape_index, set);
         default: return nullptr;  // f64 and the types softmax refuses: no options instance
     }
 }
