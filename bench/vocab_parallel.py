@@ -100,17 +100,22 @@ def timed(fn, warmup, repeats, group):
     """Median milliseconds of fn()'s device time by CUDA events, each call started with every rank lined up.
     As compare_torch.py does, a spin kernel holds the stream while the host enqueues the call, so the events
     time the GPU's work (kernels and collectives), not the host's gaps between launches; a call whose
-    enqueueing outlasts the hold is timed again with a hold four times as long."""
+    enqueueing outlasts the hold is timed again with a hold four times as long. After the hold, a one-value
+    all-reduce lines the ranks up on the device, as the C timing (smx_nccl_test --time) does."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     hold_us = 2000.0
+    line_up = torch.zeros(1, device="cuda")
     times = []
     while len(times) < repeats:
         dist.barrier(group=group)
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(int(hold_us * sleep_cycles_per_us()))
+        # The holds end apart (each rank's clock calibration and host start differ): an all-reduce of one value
+        # lines the streams up on the device, so no call is timed waiting in a collective for a later rank.
+        dist.all_reduce(line_up, group=group)
         start.record()
         enqueue_start = time.perf_counter()
         fn()
