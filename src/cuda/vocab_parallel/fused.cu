@@ -159,6 +159,7 @@ template <class X, int kPacks, bool kVector>
 __global__ void __launch_bounds__(kFusedThreads, (kFusedMinBlocks<kPacks, kVector>)) fused_shard_softmax(const FusedParams p) {
     __shared__ std::uint32_t taken_row;
     __shared__ float scratch[32];
+    __shared__ float sum_scratch[32];  // the sum's own, so it needs no barrier before the publish (block_sum)
     __shared__ float gathered[SMX_SHARD_PEERS_MAX_RANKS * kSoftmaxStatisticsWidth];
     // Written by the begin kernel, which ran before this one on the stream.
     const std::uint32_t epoch = __ldcg(&p.control->epoch);
@@ -185,7 +186,8 @@ __global__ void __launch_bounds__(kFusedThreads, (kFusedMinBlocks<kPacks, kVecto
                 held.for_each(p, [&](float v) { thread_sum += exp(v); });
                 thread_sum *= exp.unbias();
             });
-            local_sum = block_sum(thread_sum, scratch);
+            // The next write of sum_scratch is the next row's, after the barriers around `gathered`.
+            local_sum = block_sum<float, false>(thread_sum, sum_scratch);
         }
 
         const std::int64_t row_slots = set_offset + row * p.ranks;
