@@ -8,11 +8,11 @@ vocabulary, one process per GPU, every case of issue 56's speed section in one r
 For bf16 logits of 8192 x 128256 and 16384 x 151936 split evenly along the vocabulary, and for each operator
 (softmax, log_softmax, logsumexp, cross_entropy forward, and cross_entropy forward + backward), every rank times
 five ways, with CUDA events after a warm-up (median of --repeats calls, every rank lined up by a barrier before
-each call and between cases; the stream held by a spin kernel while the host enqueues each call, so the figures
-are device time, as compare_torch.py's):
+each call and between cases, and on the device by a one-value all-reduce after the spin kernel that holds the
+stream while the host enqueues each call, so the figures are device time, as compare_torch.py's):
   smx           smx.distributed.<op> of its shard (statistics, one all-gather of them, step 3; softmax and
-                log_softmax take the one-read fused path where the GPUs have peer access, the three steps with
-                SMX_DISTRIBUTED_FUSED=0, so two runs compare them)
+                log_softmax take the one-read fused path where the GPUs have peer access and smx expects it faster,
+                everywhere it can with SMX_DISTRIBUTED_FUSED=1, the three steps with SMX_DISTRIBUTED_FUSED=0)
   allgather     all_gather_into_tensor of the shards, then torch's operator on the whole rows
   megatron      the Megatron pattern in PyTorch, in float32: local max, all_reduce MAX, exp-sum, all_reduce SUM,
                 then divide (softmax), subtract the log (log_softmax, logsumexp) or, for cross-entropy,
