@@ -8,11 +8,11 @@ vocabulary, one process per GPU, every case of issue 56's speed section in one r
 For bf16 logits of 8192 x 128256 and 16384 x 151936 split evenly along the vocabulary, and for each operator
 (softmax, log_softmax, logsumexp, cross_entropy forward, and cross_entropy forward + backward), every rank times
 five ways, with CUDA events after a warm-up (median of --repeats calls, every rank lined up by a barrier before
-each call and between cases; the stream held by a spin kernel while the host enqueues each call, so the figures
-are device time, as compare_torch.py's):
+each call and between cases, and on the device by a one-value all-reduce after the spin kernel that holds the
+stream while the host enqueues each call, so the figures are device time, as compare_torch.py's):
   smx           smx.distributed.<op> of its shard (statistics, one all-gather of them, step 3; softmax and
-                log_softmax take the one-read fused path where the GPUs have peer access, the three steps with
-                SMX_DISTRIBUTED_FUSED=0, so two runs compare them)
+                log_softmax take the one-read fused path where the GPUs have peer access and smx expects it faster,
+                everywhere it can with SMX_DISTRIBUTED_FUSED=1, the three steps with SMX_DISTRIBUTED_FUSED=0)
   allgather     all_gather_into_tensor of the shards, then torch's operator on the whole rows
   megatron      the Megatron pattern in PyTorch, in float32: local max, all_reduce MAX, exp-sum, all_reduce SUM,
                 then divide (softmax), subtract the log (log_softmax, logsumexp) or, for cross-entropy,
@@ -100,17 +100,22 @@ def timed(fn, warmup, repeats, group):
     """Median milliseconds of fn()'s device time by CUDA events, each call started with every rank lined up.
     As compare_torch.py does, a spin kernel holds the stream while the host enqueues the call, so the events
     time the GPU's work (kernels and collectives), not the host's gaps between launches; a call whose
-    enqueueing outlasts the hold is timed again with a hold four times as long."""
+    enqueueing outlasts the hold is timed again with a hold four times as long. After the hold, a one-value
+    all-reduce lines the ranks up on the device, as the C timing (smx_nccl_test --time) does."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     hold_us = 2000.0
+    line_up = torch.zeros(1, device="cuda")
     times = []
     while len(times) < repeats:
         dist.barrier(group=group)
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(int(hold_us * sleep_cycles_per_us()))
+        # The holds end apart (each rank's clock calibration and host start differ): an all-reduce of one value
+        # lines the streams up on the device, so no call is timed waiting in a collective for a later rank.
+        dist.all_reduce(line_up, group=group)
         start.record()
         enqueue_start = time.perf_counter()
         fn()

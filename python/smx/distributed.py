@@ -11,8 +11,8 @@ statistics combined in rank order (smxShardSoftmax, smxShardLogsumexp, smxShardC
 same gathered values the same way, so the statistics (logsumexp, the loss) are the same bits on every rank.
 softmax and log_softmax read the shard once instead where every rank of the group is a CUDA device of one node
 with peer access (libsmx's fused path: the statistics exchanged inside the kernel through NVLink, docs/distributed.md
-"Phase 2"); `use_fused = False` (or SMX_DISTRIBUTED_FUSED=0 in the environment at import) keeps them on the three
-steps.
+"Phase 2") and the shard's rows are short enough for it to be expected faster (`use_fused`: "auto" by default,
+True wherever it can, False never; SMX_DISTRIBUTED_FUSED=1 or 0 in the environment at import).
 Backends: NCCL for CUDA tensors, gloo for CPU ones (any backend with all_gather_into_tensor and all_reduce). Shards
 are laid out rank after rank along `dim` (rank 0 holds the first classes) and may differ in size; every rank passes
 the same shapes but for `dim`, and for cross_entropy the same targets (global class indices). Needs torch."""
@@ -102,13 +102,28 @@ def _normalize(x, axis, gathered, mode, dtype):
 
 # ---- the one-read path (smxShardPeers_t, smxFusedShardSoftmax) ------------------------------------------------
 
-#: Whether softmax and log_softmax take the fused path where every rank of the group can (see the module's text).
-use_fused = os.environ.get("SMX_DISTRIBUTED_FUSED", "1") != "0"
+#: When softmax and log_softmax take the fused path (where every rank of the group can): "auto" only where it is
+#: expected faster than the three steps (_fused_expected_faster), True wherever it can, False never. The
+#: environment's SMX_DISTRIBUTED_FUSED at import: 0 for False, 1 for True, unset (or anything else) for "auto".
+use_fused = {"0": False, "1": True}.get(os.environ.get("SMX_DISTRIBUTED_FUSED"), "auto")
 #: softmax and log_softmax calls by path since import: "fused" or "three_step" (for tests and benchmarks).
 path_counts = {"fused": 0, "three_step": 0}
 
 _HANDLE_BYTES = 64  # smx.h's SMX_SHARD_PEERS_HANDLE_BYTES
 _FUSED_DTYPES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3}  # the fused kernel's, as smxDataType_t
+# The fused kernel (src/cuda/vocab_parallel/fused_params.hpp, fused.cu): kFusedThreads threads a CTA; two CTAs per
+# SM where a thread holds at most 8 packs of 16 bytes of a contiguous row of whole packs.
+_FUSED_THREADS, _FUSED_TWO_CTA_PACKS = 512, 8
+
+
+def _fused_expected_faster(x, y, axis):
+    """Whether the fused kernel runs x -> y at two CTAs per SM (contiguous x and y, rows of whole 16-byte packs
+    along the last axis, at most 512 x 8 packs): there one CTA streams its row while the other waits for its peers.
+    At one CTA per SM nothing hides the wait, and it measured slower than the three steps (docs/distributed.md)."""
+    pack = 16 // x.element_size()
+    row_len = x.shape[axis]
+    return (axis == x.dim() - 1 and x.is_contiguous() and y.is_contiguous() and row_len % pack == 0 and
+            row_len <= _FUSED_THREADS * _FUSED_TWO_CTA_PACKS * pack)
 
 
 class _FusedDescriptor:
@@ -196,7 +211,9 @@ def _fused_descriptor(x, y, axis, group, mode):
     if not use_fused or x.device.type != "cuda":
         return None
     group = group if group is not None else dist.group.WORLD
-    key = (group, x.device.index, tuple(x.shape), tuple(x.stride()), x.dtype, tuple(y.stride()), y.dtype, mode, axis)
+    automatic = use_fused == "auto"
+    key = (group, x.device.index, tuple(x.shape), tuple(x.stride()), x.dtype, tuple(y.stride()), y.dtype, mode, axis,
+           automatic)
     peers = _peers.get((group, x.device.index))
     if peers is not None and key in peers.descriptors:
         return peers.descriptors[key]
@@ -206,7 +223,7 @@ def _fused_descriptor(x, y, axis, group, mode):
     code = _FUSED_DTYPES.get(x.dtype)
     check(lib.smxGetFusedShardSoftmaxMaxRowLength(code or 0, ctypes.byref(limit)))
     possible = (dist.get_backend(group) == "nccl" and code is not None and y.dtype == x.dtype and
-                x.shape[axis] <= limit.value)
+                x.shape[axis] <= limit.value and (not automatic or _fused_expected_faster(x, y, axis)))
     descriptor = None
     if _every_rank_agrees(possible, group, x.device):
         peers = _peers_for(group, x.device, math.prod(s for d, s in enumerate(x.shape) if d != axis))

@@ -182,6 +182,9 @@ def _worker(rank, world, init_file, device_type):
     try:
         device = torch.device(device_type, rank) if device_type == "cuda" else torch.device("cpu")
         pair = dist.new_group([0, 1])  # every rank creates it; ranks 0 and 1 run in it where it is not the world
+        if device_type == "cuda":
+            import smx.distributed as sd
+            sd.use_fused = True  # every shape the fused kernel can take, not only those "auto" expects faster
         for group in (pair, dist.group.WORLD) if world > 2 else (dist.group.WORLD,):
             if group is dist.group.WORLD or rank < 2:
                 _check_softmax_family(group, device, smx)
@@ -195,6 +198,27 @@ def _worker(rank, world, init_file, device_type):
 def _run(world, device_type):
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(_worker, args=(world, os.path.join(folder, "rendezvous"), device_type), nprocs=world, join=True)
+
+
+def test_fused_auto_rule_takes_only_rows_the_two_ctas_per_sm_kernel_holds():
+    import smx.distributed as sd
+
+    def expected_faster(dtype, shape, axis=-1, transpose=False):
+        x = torch.empty(shape, dtype=dtype, device="meta")
+        x = x.t() if transpose else x
+        return sd._fused_expected_faster(x, torch.empty_like(x), axis % x.dim())
+
+    # 512 threads x 8 packs of 16 bytes: 32768 bf16 values, 16384 f32 ones.
+    assert expected_faster(torch.bfloat16, (8, 32064))      # 128256 classes over 4 ranks
+    assert expected_faster(torch.bfloat16, (8, 32768))
+    assert not expected_faster(torch.bfloat16, (8, 32776))  # one pack more: one CTA per SM
+    assert not expected_faster(torch.bfloat16, (8, 37984))  # 151936 over 4
+    assert not expected_faster(torch.bfloat16, (8, 64128))  # 128256 over 2
+    assert expected_faster(torch.float32, (8, 16384))
+    assert not expected_faster(torch.float32, (8, 16388))
+    assert not expected_faster(torch.bfloat16, (8, 1004))   # not whole packs: element by element
+    assert not expected_faster(torch.float16, (64, 8), axis=0)
+    assert not expected_faster(torch.float16, (64, 8), transpose=True)
 
 
 def test_distributed_operators_on_gloo_equal_single_process_smx_in_groups_of_2_and_4():

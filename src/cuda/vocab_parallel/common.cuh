@@ -74,8 +74,9 @@ __device__ __forceinline__ CombinedStats<S> combine_ranks(const GatheredStats<S>
 }
 
 // The sum of every thread's `value` over the block, in a fixed tree (the same bits for the same inputs and block
-// size), returned in every thread. scratch: 32 entries.
-template <class T>
+// size), returned in every thread. scratch: 32 entries. kBarrierAfter false: for a caller that passes through a
+// __syncthreads before its next write of scratch, so the sum is in hand one barrier sooner.
+template <class T, bool kBarrierAfter = true>
 __device__ __forceinline__ T block_sum(T value, T* scratch) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
@@ -85,7 +86,7 @@ __device__ __forceinline__ T block_sum(T value, T* scratch) {
     value = threadIdx.x % 32 < warps ? scratch[threadIdx.x % 32] : T(0);
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-    __syncthreads();  // scratch may be rewritten by the caller's next call
+    if constexpr (kBarrierAfter) __syncthreads();  // scratch may be rewritten by the caller's next call
     return value;
 }
 

@@ -2,9 +2,9 @@
 // in kFusedThreads * packs 16-byte packs, any layout (16-byte accesses where the host found the rows aligned).
 // Each CTA takes the next row from this rank's counter, so every rank takes its rows in increasing order, and:
 //   1. loads the row into registers (x read once, streaming), its max and sum of exp(x - max) over the CTA;
-//   2. publishes them into every rank's mailbox slot for (row, this rank): the values, then the call's epoch
-//      with a system-scope release store, through NVLink for a peer;
-//   3. waits (thread w, acquire loads on its own mailbox) until rank w's epoch arrived, for every rank w;
+//   2. publishes them into every rank's mailbox slot for (row, this rank), each value stamped with the call's
+//      epoch in one 8-byte word, a relaxed system-scope store (through NVLink for a peer);
+//   3. waits (thread w, relaxed loads on its own mailbox) until both words of rank w carry the epoch, for every w;
 //   4. combines the ranks' statistics in rank order (combine_ranks, as the three-step path) and writes y from
 //      the held row (streaming).
 // Progress: stats are published before waiting and rows are taken in increasing order, so the smallest row
@@ -17,17 +17,31 @@
 namespace smx::cuda {
 namespace {
 
-__device__ __forceinline__ void publish(MailboxSlot* slot, float max, float sum, std::uint32_t epoch) {
-    slot->max = max;
-    slot->sum = sum;
-    // The release orders the two values before the epoch for any reader that acquires the epoch.
-    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&slot->epoch), "r"(epoch) : "memory");
+__device__ __forceinline__ unsigned long long stamp(float value, std::uint32_t epoch) {
+    return static_cast<unsigned long long>(epoch) << 32 | __float_as_uint(value);
 }
 
-__device__ __forceinline__ std::uint32_t acquire_epoch(const MailboxSlot* slot) {
-    std::uint32_t epoch;
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(epoch) : "l"(&slot->epoch) : "memory");
-    return epoch;
+// Relaxed, not release: a release would first wait until every earlier store of the CTA (the previous row's y)
+// is visible system-wide. Each 8-byte element of the vector store is single-copy atomic, which is all a reader
+// needs (fused_params.hpp, MailboxSlot).
+__device__ __forceinline__ void publish(MailboxSlot* slot, float max, float sum, std::uint32_t epoch) {
+    asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(slot), "l"(stamp(max, epoch)),
+                 "l"(stamp(sum, epoch))
+                 : "memory");
+}
+
+// The slot's (max, sum) where both words carry `epoch`; false where either is from an earlier call.
+__device__ __forceinline__ bool read_published(const MailboxSlot* slot, std::uint32_t epoch, float* max, float* sum) {
+    unsigned long long stamped_max;
+    unsigned long long stamped_sum;
+    asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(stamped_max), "=l"(stamped_sum)
+                 : "l"(slot)
+                 : "memory");
+    if (stamped_max >> 32 != epoch || stamped_sum >> 32 != epoch) return false;
+    *max = __uint_as_float(static_cast<std::uint32_t>(stamped_max));
+    *sum = __uint_as_float(static_cast<std::uint32_t>(stamped_sum));
+    return true;
 }
 
 __device__ __forceinline__ unsigned long long global_time_ns() {
@@ -36,13 +50,15 @@ __device__ __forceinline__ unsigned long long global_time_ns() {
     return now;
 }
 
-// Waits until `slot` holds `epoch`; false where the wait ran out (or another row's did before).
-__device__ bool wait_for_epoch(const MailboxSlot* slot, std::uint32_t epoch, FusedControl* control) {
-    if (acquire_epoch(slot) == epoch) return true;
+// Waits until `slot` holds `epoch`'s statistics and reads them; false where the wait ran out (or another row's
+// did before).
+__device__ bool wait_for_published(const MailboxSlot* slot, std::uint32_t epoch, FusedControl* control, float* max,
+                                   float* sum) {
+    if (read_published(slot, epoch, max, sum)) return true;
     const unsigned long long start = global_time_ns();
     for (unsigned spins = 1;; ++spins) {
         __nanosleep(100);
-        if (acquire_epoch(slot) == epoch) return true;
+        if (read_published(slot, epoch, max, sum)) return true;
         // The clock and the broken flag now and then: both are slower reads than the slot.
         if (spins % 64 != 0) continue;
         if (*static_cast<volatile std::uint32_t*>(&control->broken) != 0) return false;
@@ -143,6 +159,7 @@ template <class X, int kPacks, bool kVector>
 __global__ void __launch_bounds__(kFusedThreads, (kFusedMinBlocks<kPacks, kVector>)) fused_shard_softmax(const FusedParams p) {
     __shared__ std::uint32_t taken_row;
     __shared__ float scratch[32];
+    __shared__ float sum_scratch[32];  // the sum's own, so it needs no barrier before the publish (block_sum)
     __shared__ float gathered[SMX_SHARD_PEERS_MAX_RANKS * kSoftmaxStatisticsWidth];
     // Written by the begin kernel, which ran before this one on the stream.
     const std::uint32_t epoch = __ldcg(&p.control->epoch);
@@ -169,7 +186,8 @@ __global__ void __launch_bounds__(kFusedThreads, (kFusedMinBlocks<kPacks, kVecto
                 held.for_each(p, [&](float v) { thread_sum += exp(v); });
                 thread_sum *= exp.unbias();
             });
-            local_sum = block_sum(thread_sum, scratch);
+            // The next write of sum_scratch is the next row's, after the barriers around `gathered`.
+            local_sum = block_sum<float, false>(thread_sum, sum_scratch);
         }
 
         const std::int64_t row_slots = set_offset + row * p.ranks;
@@ -177,11 +195,11 @@ __global__ void __launch_bounds__(kFusedThreads, (kFusedMinBlocks<kPacks, kVecto
             // smxShardStatistics' convention: the sum only where the max is finite.
             publish(p.mailboxes[threadIdx.x] + row_slots + p.rank, local_max, local_sum, epoch);
             const MailboxSlot* arrived = p.mailboxes[p.rank] + row_slots + threadIdx.x;
-            float max = __int_as_float(0x7fc00000);  // NaN: a rank that never arrived poisons the row
+            float max = 0.0f;
             float sum = 0.0f;
-            if (wait_for_epoch(arrived, epoch, p.control)) {
-                max = *static_cast<const volatile float*>(&arrived->max);
-                sum = *static_cast<const volatile float*>(&arrived->sum);
+            if (!wait_for_published(arrived, epoch, p.control, &max, &sum)) {
+                max = __int_as_float(0x7fc00000);  // NaN: a rank that never arrived poisons the row
+                sum = 0.0f;
             }
             gathered[threadIdx.x * kSoftmaxStatisticsWidth] = max;
             gathered[threadIdx.x * kSoftmaxStatisticsWidth + 1] = sum;

@@ -12,12 +12,12 @@
 
 namespace smx::cuda {
 
-// One rank's statistics of one row in a receiver's mailbox, published by `epoch` (written last, with release).
+// One rank's statistics of one row in a receiver's mailbox. Each value travels with the call's epoch in one
+// naturally aligned 8-byte word (value bits low, epoch high), which a store writes and a load reads whole, so a
+// reader that sees the epoch in both words has both values: no release or acquire ordering is needed.
 struct MailboxSlot {
-    float max;
-    float sum;
-    std::uint32_t epoch;
-    std::uint32_t unused;
+    unsigned long long stamped_max;
+    unsigned long long stamped_sum;
 };
 static_assert(sizeof(MailboxSlot) == 16, "one 16-byte slot");
 
