@@ -90,12 +90,13 @@ std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const Hos
 
 // The plan text of softmax over contiguous (rows, row_len) x -> y with the options of `spec` (none: NULL), no
 // launch.
-std::string options_plan_for_rows(smxHandle_t handle, smxDataType_t dtype, std::int64_t rows, std::int64_t row_len,
-                                  const OptionsSpec* spec) {
-    TensorDesc desc(dtype, {rows, row_len}, {});
+std::string options_plan_for_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
+                                  std::int64_t row_len, const OptionsSpec* spec) {
+    TensorDesc x_desc(x_dtype, {rows, row_len}, {});
+    TensorDesc y_desc(y_dtype, {rows, row_len}, {});
     SoftmaxOptionsObject options(spec != nullptr ? *spec : OptionsSpec{});
     smxSoftmaxDescriptor_t softmax = nullptr;
-    SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle, &softmax, SMX_SOFTMAX, 1, desc.desc, desc.desc,
+    SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle, &softmax, SMX_SOFTMAX, 1, x_desc.desc, y_desc.desc,
                                                          spec != nullptr ? options.options : nullptr));
     const char* text = nullptr;
     SMX_REQUIRE_OK(smxGetSoftmaxPlan(softmax, &text));
@@ -120,12 +121,12 @@ std::string expected_option_set(const OptionsSpec& spec, smxDataType_t x_dtype, 
 // a fully excluded row, per-row scales of 0, negative, huge, NaN and infinite, causal windows whose ends fall
 // inside packs, empty rows under both masked-rows modes, masks shared by every row (row stride 0: with n odd,
 // their rows are not aligned as x's, so block-regs reads them element by element, the others as vectors).
-// `kind` is the family every spec must plan and `plan_part` ("" for any) a part of its plan text, and
-// `unmasked_plan_part` one of the plan texts of the specs without a mask; each result is checked against the
-// float64 reference.
+// `kind` is the family every spec must plan (`masked_kind`, where given, the specs with a mask) and `plan_part`
+// ("" for any) a part of its plan text, and `unmasked_plan_part` one of the plan texts of the specs without a
+// mask; each result is checked against the float64 reference.
 void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
                                 std::int64_t n, const char* kind, const char* plan_part = "",
-                                const char* unmasked_plan_part = "") {
+                                const char* unmasked_plan_part = "", const char* masked_kind = nullptr) {
     HostTensor x = make_tensor(x_dtype, {rows, n});
     fill_random(x, test_rng());
     add_special_rows(x);
@@ -181,9 +182,12 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
             INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
             CHECK(mismatch == "");
             CHECK(plan.find(" options=") != std::string::npos);
-            CHECK(kernel_kind(plan) == kind);
+            const std::string spec_kind = s.mask != nullptr && masked_kind != nullptr ? masked_kind : kind;
+            CHECK(kernel_kind(plan) == spec_kind);
             CHECK(plan.find(plan_part) != std::string::npos);
-            if (std::string(kind) != "general") CHECK(plan.find(" set=" + expected_option_set(s, x_dtype, kind)) != std::string::npos);
+            if (spec_kind != "general") {
+                CHECK(plan.find(" set=" + expected_option_set(s, x_dtype, spec_kind)) != std::string::npos);
+            }
             if (s.mask == nullptr) CHECK(plan.find(unmasked_plan_part) != std::string::npos);
         }
     }
@@ -351,18 +355,72 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
             causal.causal = c.row_len - c.rows;
             row_scale.scale_tensor = &per_row;
             for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
-                const std::string plan = options_plan_for_rows(handle.get(), dtype, c.rows, c.row_len, spec);
+                const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
                 INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
                 CHECK(plan.rfind(plain + " options=", 0) == 0);
                 CHECK(plan.find(" set=unmasked") != std::string::npos);
             }
             // The override keeps 16-bit rows off the packed options instance.
             ScopedEnvironment unpacked("SMX_CUDA_OPTION_SET", "unpacked");
-            const std::string plan = options_plan_for_rows(handle.get(), dtype, c.rows, c.row_len, &scale);
+            const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, &scale);
             INFO("unpacked | plain: " << plain << " | options: " << plan);
             CHECK(plan.find("values=64") == std::string::npos);
         }
     }
+}
+
+TEST_CASE("cuda options: decode rows plain splits at the packed 64 values keep a fast family for every option",
+          "[cuda][options]") {
+    CudaHandle handle;
+    struct Case {
+        smxDataType_t x, y;
+        std::int64_t rows, row_len;
+    };
+    // The decode grid's shapes (bench/, --group decode) a cluster or the grid's CTAs hold on chip, in its pairs.
+    // Scale and causal plan plain's values, threads and split (16-bit x: the packed 64 where plain holds it; the
+    // 8- and 16-value options instances may fit fewer CTAs per SM). Masks take a fast family too: where plain's
+    // grid-regs split holds the packed 64 (64 x 128256 and 32 x 256000 bf16 -> f32), the masked sets' 32
+    // widened values need twice the CTAs, so they take one cluster a row.
+    const Case cases[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 32000},    {SMX_DTYPE_BF16, SMX_DTYPE_F32, 1, 128256},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 8, 128256}, {SMX_DTYPE_F32, SMX_DTYPE_F32, 64, 128256},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 64, 128256}, {SMX_DTYPE_BF16, SMX_DTYPE_F32, 64, 128256},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_F32, 1, 256000},  {SMX_DTYPE_F32, SMX_DTYPE_F32, 32, 256000},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_F32, 32, 256000}};
+    for (const Case& c : cases) {
+        const std::string plain = plan_for_rows(handle.get(), c.x, c.y, c.rows, c.row_len);
+        const bool split_at_packed = c.x == SMX_DTYPE_BF16 && c.y == SMX_DTYPE_F32 && c.rows > 1;
+        INFO(c.rows << "x" << c.row_len << " | plain: " << plain);
+        if (split_at_packed) CHECK(plain.rfind("cuda grid-regs values=64 ", 0) == 0);
+        HostTensor per_row = make_tensor(SMX_DTYPE_F32, {c.rows});
+        const HostTensor keep = random_keep_mask({c.rows, c.row_len}, test_rng(), 0.7);
+        const HostTensor additive = random_additive_mask(c.x, {c.rows, c.row_len}, test_rng());
+        OptionsSpec scale, causal, row_scale, keep_mask, additive_mask, causal_row_scale;
+        scale.scale = 1.25;
+        causal.causal = c.row_len - c.rows;
+        row_scale.scale_tensor = &per_row;
+        keep_mask.mask = &keep;
+        additive_mask.mask = &additive;
+        causal_row_scale.causal = c.row_len - c.rows;
+        causal_row_scale.scale_tensor = &per_row;
+        for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
+            const std::string plan = options_plan_for_rows(handle.get(), c.x, c.y, c.rows, c.row_len, spec);
+            INFO(describe_spec(*spec) << " | options: " << plan);
+            const std::string configuration = plain.substr(0, plain.find(" ctas_per_sm="));
+            CHECK(plan.rfind(configuration + " ctas_per_sm=", 0) == 0);
+            CHECK(plan.find(" set=unmasked") != std::string::npos);
+        }
+        for (const OptionsSpec* spec : {&keep_mask, &additive_mask, &causal_row_scale}) {
+            const std::string plan = options_plan_for_rows(handle.get(), c.x, c.y, c.rows, c.row_len, spec);
+            INFO(describe_spec(*spec) << " | options: " << plan);
+            const std::string kind = kernel_kind(plan);
+            CHECK((kind == "grid-regs" || kind == "block-regs"));
+            if (split_at_packed) CHECK(kind == "block-regs");
+        }
+    }
+    // Against the reference with every special row: the unmasked specs on plain's grid-regs split, the masked
+    // ones on clusters.
+    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 64, 128256, "grid-regs", "", "values=64",
+                               "block-regs");
 }
 
 TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the reference, and where it does not apply",
@@ -603,7 +661,7 @@ TEST_CASE("cuda options: without options, with NULL options and with a scale of 
             OptionsSpec unit;
             unit.scale = 1.0;
             for (const OptionsSpec* spec : {static_cast<const OptionsSpec*>(nullptr), static_cast<const OptionsSpec*>(&unit)}) {
-                CHECK(options_plan_for_rows(handle.get(), dtype, c.rows, c.row_len, spec) == plain);
+                CHECK(options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec) == plain);
             }
         }
     }

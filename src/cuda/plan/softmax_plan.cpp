@@ -124,8 +124,9 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, Famil
 
 // A Rows problem with options (rows_take_options): the family the plain problem would take decides, so options
 // move no crossover; warp, block-regs and grid-regs then run their options instance, configured by the same
-// search over the options instances (8, 16 and 32 values for block-regs and grid-regs, never the packed 64:
-// kBlockRegsOptionsMaxValues).
+// search over the options instances (8, 16 and 32 values for block-regs and grid-regs; the packed 64 for the
+// unmasked set of 16-bit x). Grid-regs rows whose options configuration does not fit at once take block-regs'
+// clusters where a cluster holds the row.
 // The others (grid-regs steps, split-row, block-online), and a configuration the options instances cannot
 // take, run on the general family. The plan text names the options after the family, then the option set its
 // instance is compiled for (set=unmasked, keep, additive or any: RowsOptionSet; block-regs and grid-regs:
@@ -139,17 +140,24 @@ smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& contex
     cuda::GridRegsSteps steps;
     SMX_RETURN_IF_ERROR(choose_rows_family(plain, context, &family, &regs, &grid_regs, &steps));
     bool planned = false;
+    const auto plan_block_regs_options = [&]() -> smxStatus_t {
+        SMX_RETURN_IF_ERROR(cuda::choose_regs_config(info, context, &regs));
+        if (regs.fits) SMX_RETURN_IF_ERROR(cuda::plan_block_regs(info, regs, plan));
+        planned = regs.fits;
+        return SMX_STATUS_SUCCESS;
+    };
     if (family == RowsFamily::Warp) {
         SMX_RETURN_IF_ERROR(cuda::plan_warp(info, context, plan));
         planned = true;
     } else if (family == RowsFamily::BlockRegs) {
-        SMX_RETURN_IF_ERROR(cuda::choose_regs_config(info, context, &regs));
-        if (regs.fits) SMX_RETURN_IF_ERROR(cuda::plan_block_regs(info, regs, plan));
-        planned = regs.fits;
+        SMX_RETURN_IF_ERROR(plan_block_regs_options());
     } else if (family == RowsFamily::GridRegs) {
         SMX_RETURN_IF_ERROR(cuda::choose_grid_regs(info, context, &grid_regs));
         if (grid_regs.fits) SMX_RETURN_IF_ERROR(cuda::plan_grid_regs(info, grid_regs, plan));
         planned = grid_regs.fits;
+        // Decode batches plain splits at the packed 64 values (64 x 128256 16-bit): the masked sets' widened
+        // values need twice the CTAs, more than the device holds at once, so one cluster a row in waves.
+        if (!planned) SMX_RETURN_IF_ERROR(plan_block_regs_options());
     }
     if (!planned) return cuda::plan_general_options(info, context, plan);  // its text names the options
     plan->text += describe(info.options);
