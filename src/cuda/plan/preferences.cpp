@@ -42,6 +42,9 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_COPY", "registers")) {
         preferences.backward_spatial_copy = BackwardSpatialCopyPreference::Registers;
     }
+    if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow")) {
+        preferences.backward_spatial_rows = BackwardSpatialRowsPreference::Narrow;
+    }
     return preferences;
 }
 
