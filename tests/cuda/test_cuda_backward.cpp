@@ -687,30 +687,20 @@ TEST_CASE("cuda backward: backward-spatial tile rows of 64 bytes or more, cluste
     for (const Rows& r : cases) {
         for (bool log_mode : {false, true}) {
             INFO(r.what << (log_mode ? " (log)" : ""));
-            const auto row_bytes = [&](const std::string& plan) {
-                return plan_value(plan, "tile") * static_cast<std::int64_t>(dtype_size(r.value_dtype));
+            // One plan against the float64 reference, its rows and cluster as expected, marked narrow or not.
+            const auto check_rows = [&](int row_bytes, int cluster, bool narrow) {
+                BackwardCase c = make_case(r.value_dtype, r.gradient_dtype, r.shape, r.axis, log_mode);
+                const std::string plan = check_backward(handle.get(), c);
+                INFO("plan: " << plan);
+                REQUIRE(kernel_kind(plan) == "backward-spatial");
+                CHECK(plan_value(plan, "cached") == 1);
+                CHECK(plan_value(plan, "tile") * static_cast<std::int64_t>(dtype_size(r.value_dtype)) == row_bytes);
+                CHECK(plan_value(plan, "cluster") == cluster);
+                CHECK((plan.find(" rows=narrow") != std::string::npos) == narrow);
             };
-            {
-                BackwardCase c = make_case(r.value_dtype, r.gradient_dtype, r.shape, r.axis, log_mode);
-                const std::string plan = check_backward(handle.get(), c);
-                INFO("plan: " << plan);
-                REQUIRE(kernel_kind(plan) == "backward-spatial");
-                CHECK(plan_value(plan, "cached") == 1);
-                CHECK(row_bytes(plan) == r.rule_row_bytes);
-                CHECK(plan_value(plan, "cluster") == r.rule_cluster);
-                CHECK(plan.find(" rows=narrow") == std::string::npos);
-            }
-            {
-                ScopedEnvironment narrow("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow");
-                BackwardCase c = make_case(r.value_dtype, r.gradient_dtype, r.shape, r.axis, log_mode);
-                const std::string plan = check_backward(handle.get(), c);
-                INFO("plan: " << plan);
-                REQUIRE(kernel_kind(plan) == "backward-spatial");
-                CHECK(plan_value(plan, "cached") == 1);
-                CHECK(row_bytes(plan) == r.narrow_row_bytes);
-                CHECK(plan_value(plan, "cluster") == r.narrow_cluster);
-                CHECK(plan.find(" rows=narrow") != std::string::npos);
-            }
+            check_rows(r.rule_row_bytes, r.rule_cluster, false);
+            ScopedEnvironment narrow_rows("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow");
+            check_rows(r.narrow_row_bytes, r.narrow_cluster, true);
         }
     }
 }
