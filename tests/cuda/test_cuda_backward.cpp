@@ -421,7 +421,7 @@ TEST_CASE("cuda backward: backward-spatial fills its cache by cp.async, whole li
         const char* what;
     };
     const Tiles cases[] = {
-        {{8192, 256}, 0, "the first axis of a matrix: 32-byte tile rows in clusters of 8"},
+        {{8192, 256}, 0, "the first axis of a matrix: 64-byte tile rows in clusters of 16"},
         {{2, 4096, 128}, 1, "a middle axis: 64-byte tile rows in clusters of 8"},
         {{64, 128, 256}, 1, "a short middle axis: 256-byte tile rows, one CTA a tile"},
         {{3, 700, 40}, 1, "inner 40: whole vectors, the last tile partly outside"},
@@ -658,3 +658,51 @@ TEST_CASE("cuda backward: results do not depend on the stream, on other descript
 }
 
 #endif  // SMX_TEST_WITH_CUDA
+
+// backward-spatial's row rule: one CTA a tile down to 64-byte rows (counted in bytes, so 16-bit dy with f32 dx
+// keeps 64-byte rows), clusters of 16 before rows under 64 bytes; SMX_CUDA_BACKWARD_SPATIAL_ROWS=narrow: the
+// old search (4 vectors unclustered, clusters of 8 before narrower rows).
+TEST_CASE("cuda backward: backward-spatial tile rows of 64 bytes or more, clusters of 16 before narrower rows; "
+          "SMX_CUDA_BACKWARD_SPATIAL_ROWS=narrow",
+          "[cuda][backward]") {
+    CudaHandle handle;
+    struct Rows {
+        std::vector<std::int64_t> shape;
+        int axis;
+        smxDataType_t value_dtype;
+        smxDataType_t gradient_dtype;
+        int rule_row_bytes;
+        int rule_cluster;
+        int narrow_row_bytes;
+        int narrow_cluster;
+        const char* what;
+    };
+    const Rows cases[] = {
+        {{17, 1024, 256}, 1, SMX_DTYPE_BF16, SMX_DTYPE_F32, 128, 4, 32, 1,
+         "16-bit dy, f32 dx, columns of 1024 (17 x 16 tiles: no spread on 132 SMs): 128-byte rows in clusters of 4, not 32-byte rows alone"},
+        {{17, 1024, 256}, 1, SMX_DTYPE_F16, SMX_DTYPE_F32, 128, 4, 32, 1, "the same with f16"},
+        {{8192, 256}, 0, SMX_DTYPE_F16, SMX_DTYPE_F16, 64, 16, 32, 8, "columns of 8192: 64-byte rows in clusters of 16"},
+        {{8192, 256}, 0, SMX_DTYPE_F32, SMX_DTYPE_F32, 64, 16, 32, 8, "the same in f32"},
+        {{8192, 256}, 0, SMX_DTYPE_BF16, SMX_DTYPE_F32, 64, 16, 32, 8, "the same with 8-byte vectors"},
+        {{2, 4096, 128}, 1, SMX_DTYPE_F16, SMX_DTYPE_F16, 64, 8, 64, 8, "64-byte rows fit clusters of 8: unchanged"},
+    };
+    for (const Rows& r : cases) {
+        for (bool log_mode : {false, true}) {
+            INFO(r.what << (log_mode ? " (log)" : ""));
+            // One plan against the float64 reference, its rows and cluster as expected, marked narrow or not.
+            const auto check_rows = [&](int row_bytes, int cluster, bool narrow) {
+                BackwardCase c = make_case(r.value_dtype, r.gradient_dtype, r.shape, r.axis, log_mode);
+                const std::string plan = check_backward(handle.get(), c);
+                INFO("plan: " << plan);
+                REQUIRE(kernel_kind(plan) == "backward-spatial");
+                CHECK(plan_value(plan, "cached") == 1);
+                CHECK(plan_value(plan, "tile") * static_cast<std::int64_t>(dtype_size(r.value_dtype)) == row_bytes);
+                CHECK(plan_value(plan, "cluster") == cluster);
+                CHECK((plan.find(" rows=narrow") != std::string::npos) == narrow);
+            };
+            check_rows(r.rule_row_bytes, r.rule_cluster, false);
+            ScopedEnvironment narrow_rows("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow");
+            check_rows(r.narrow_row_bytes, r.narrow_cluster, true);
+        }
+    }
+}

@@ -20,8 +20,9 @@ struct SpatialChoice {
 
 // The first configuration that caches whole columns, searched as spatial-tile searches (tuning values of its
 // own, since dy and y are cached): one CTA per tile at tile rows of the widest vectors down to
-// spatial_min_unclustered_vectors within the budget; then the smallest cluster (up to 8) within the budget,
-// from wide tile rows down to two vectors; then clusters up to 16 and all the shared memory a CTA may have.
+// spatial_min_unclustered_row_bytes within the budget; then the smallest cluster (up to 8, or 16 for rows of
+// spatial_large_cluster_row_bytes or less) within the budget, from wide tile rows down to two vectors; then
+// clusters up to 16 and all the shared memory a CTA may have.
 // None: the widest tile read twice. Few tiles then spread over larger clusters.
 smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardFamilyPlan* plan) {
     const BackwardTuning& tuning = context.tuning.backward;
@@ -58,13 +59,25 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     };
     bool placed = false;
     const int budget_max_cluster = clusters ? 8 : 1;
+    const auto row_bytes = [&](int vectors) { return static_cast<std::int64_t>(vectors) * pack * value_size; };
+    // The rule counts rows in bytes (vectors of 16-bit dy with f32 dx are 8 bytes) and lets rows narrower than
+    // a line take clusters of 16 before rows narrow further; SMX_CUDA_BACKWARD_SPATIAL_ROWS=narrow: the vector
+    // count and clusters of 8 as before.
+    const bool narrow_rows = context.preferences.backward_spatial_rows == BackwardSpatialRowsPreference::Narrow;
+    const auto unclustered_enough = [&](int vectors) {
+        return narrow_rows ? vectors >= std::min(max_vectors, tuning.spatial_min_unclustered_vectors)
+                           : vectors == max_vectors || row_bytes(vectors) >= tuning.spatial_min_unclustered_row_bytes;
+    };
+    const auto budget_cluster_limit = [&](int vectors) {
+        const bool large = clusters && !narrow_rows && row_bytes(vectors) <= tuning.spatial_large_cluster_row_bytes;
+        return large ? kBackwardRegsMaxCluster : budget_max_cluster;
+    };
     if (dynamic_limit > 0) {
-        for (int vectors = max_vectors; vectors >= std::min(max_vectors, tuning.spatial_min_unclustered_vectors) && !placed;
-             vectors /= 2) {
+        for (int vectors = max_vectors; vectors >= 1 && unclustered_enough(vectors) && !placed; vectors /= 2) {
             SMX_RETURN_IF_ERROR(try_cached(vectors, 1, tuning.spatial_tile_budget, &placed));
         }
         for (int vectors = max_vectors; vectors >= std::min(max_vectors, 2) && !placed; vectors /= 2) {
-            for (int cluster = 1; cluster <= budget_max_cluster && !placed; cluster *= 2) {
+            for (int cluster = 1; cluster <= budget_cluster_limit(vectors) && !placed; cluster *= 2) {
                 SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, tuning.spatial_tile_budget, &placed));
             }
         }
@@ -127,9 +140,9 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
                         choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
     *plan = make_backward_family_plan(
         info, params, {launch}, 0,
-        fmt::format("cuda backward-spatial tile={} vectors={} cluster={} slice={} cached={} smem={} threads={} grid={}{}{}",
+        fmt::format("cuda backward-spatial tile={} vectors={} cluster={} slice={} cached={} smem={} threads={} grid={}{}{}{}",
                     width, choice.vectors, choice.cluster, choice.slice_len, choice.cached ? 1 : 0, choice.shared_bytes,
-                    kThreads, grid, async_copies ? " copies=async" : "", whole_lines ? " lines=128B" : ""));
+                    kThreads, grid, async_copies ? " copies=async" : "", whole_lines ? " lines=128B" : "", narrow_rows ? " rows=narrow" : ""));
     return SMX_STATUS_SUCCESS;
 }
 

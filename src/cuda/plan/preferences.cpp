@@ -45,6 +45,9 @@ PlanPreferences plan_preferences_from_environment() {
     preferences.batch_invariant_general = variable_is("SMX_CUDA_BATCH_INVARIANT", "general");
     preferences.any_option_set = variable_is("SMX_CUDA_OPTION_SET", "any");
     preferences.packed_options = !variable_is("SMX_CUDA_OPTION_SET", "unpacked");
+    if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow")) {
+        preferences.backward_spatial_rows = BackwardSpatialRowsPreference::Narrow;
+    }
     return preferences;
 }
 

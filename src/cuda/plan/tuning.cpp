@@ -73,6 +73,8 @@ constexpr TuningTable kSm90{
         16384,      // split_wide_chunk: split-row's 512-thread CTAs from this chunk length (#split-row)
         96 * 1024,  // spatial_tile_budget: two CTAs per SM with their static shared memory (#backward)
         4,          // spatial_min_unclustered_vectors: as spatial-tile (#spatial-tile)
+        64,         // spatial_min_unclustered_row_bytes: spatial-tile's 64-byte rows, for 8-byte vectors too (#backward-layouts)
+        64,         // spatial_large_cluster_row_bytes: clusters of 16 before 32-byte rows (#backward-layouts)
         2,          // spatial_spread_ctas_per_sm: as spatial-tile (#spatial-tile)
         64,         // spatial_min_slice: as spatial-tile (#spatial-tile)
         64,         // spatial_whole_line_row_bytes: spatial-tile's 64-byte rows, here also 32 (#backward-layouts)

@@ -83,7 +83,9 @@ struct BackwardTuning {
     std::int64_t split_max_chunks;         //   chunks per row (every write CTA folds all of them)
     std::int64_t split_wide_chunk;         //   chunks this long or longer take 512 threads, shorter ones 256
     std::size_t spatial_tile_budget;       // bytes of cached dy and y per backward-spatial CTA
-    int spatial_min_unclustered_vectors;   // whole columns in one CTA down to this many vectors a tile row
+    int spatial_min_unclustered_vectors;   // SMX_CUDA_BACKWARD_SPATIAL_ROWS=narrow: one CTA a tile down to this many vectors
+    std::int64_t spatial_min_unclustered_row_bytes;  // the rule: whole columns in one CTA down to tile rows this wide
+    std::int64_t spatial_large_cluster_row_bytes;    // tile rows this narrow or narrower may take clusters of 16
     std::int64_t spatial_spread_ctas_per_sm;  // few tiles spread over clusters until about this many CTAs per SM
     std::int64_t spatial_min_slice;           //   never into slices shorter than this
     int spatial_whole_line_row_bytes;         // cached tile rows of at most this many bytes fetch whole lines
