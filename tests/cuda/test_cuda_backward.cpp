@@ -270,6 +270,25 @@ TEST_CASE("cuda backward: rows around the plan boundaries match the reference an
     CHECK(saw_cluster);
 }
 
+TEST_CASE("cuda backward: 16-bit dy and y run 32 values per thread in a cluster (8192 x 50257-like rows)",
+          "[cuda][backward]") {
+    CudaHandle handle;
+    // 50257 elements need 4 CTAs; at 16 values a thread the slots would be fuller (800 threads) and win the search
+    // on utilization alone. 3 rows with the cluster form forced (too few rows would pick the grid form).
+    for (smxDataType_t value : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        for (smxDataType_t gradient : {value, SMX_DTYPE_F32}) {
+            for (bool log_mode : {false, true}) {
+                BackwardCase c = make_rows_case(value, gradient, 3, 50257, log_mode);
+                const std::string plan = check_backward_with_long_rows(handle.get(), c, "cluster");
+                INFO("plan: " << plan);
+                CHECK(kernel_kind(plan) == "backward-regs");
+                CHECK(plan_value(plan, "cluster") > 1);
+                CHECK(plan_value(plan, "values") == 32);
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda backward: every dtype pair of the fast families in both modes, each rows family and spatial",
           "[cuda][backward]") {
     CudaHandle handle;
