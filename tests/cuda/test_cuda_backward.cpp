@@ -490,7 +490,7 @@ TEST_CASE("cuda backward: pointers one element off alignment take the element-wi
     };
     const Shape shapes[] = {{{33, 200}, 1, nullptr},  {{7, 3001}, 1, nullptr},  {{2, 30001}, 1, "grid"},
                             {{2, 30001}, 1, "split"}, {{3, 90, 40}, 1, nullptr}};
-    // Each operand off in turn, then all three (one phase again, but no pack aligned).
+    // Each operand off in turn, then all three (one phase again: a head peel before the vector body).
     const std::int64_t fronts[][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 1}};
     for (const Shape& shape : shapes) {
         for (const auto& front : fronts) {
@@ -502,6 +502,33 @@ TEST_CASE("cuda backward: pointers one element off alignment take the element-wi
                 } else {
                     check_backward(handle.get(), c);
                 }
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda backward: bases offset alike by 1-7 elements peel one head for all three operands",
+          "[cuda][backward][sanitize]") {
+    CudaHandle handle;
+    struct Rows {
+        std::vector<std::int64_t> shape;  // odd row lengths put every other row at another phase
+        const char* long_rows;
+    };
+    const Rows row_sets[] = {{{5, 3001}, nullptr}, {{4, 3000}, nullptr}, {{3, 30001}, "cluster"}, {{2, 30000}, "cluster"}};
+    const smxDataType_t dtypes[] = {SMX_DTYPE_BF16, SMX_DTYPE_F16, SMX_DTYPE_F32};
+    for (const Rows& rows : row_sets) {
+        for (smxDataType_t dtype : dtypes) {
+            for (std::int64_t front = 1; front <= 7; ++front) {
+                const bool log_mode = front % 2 == 0;
+                const bool in_place = front % 3 == 0;
+                const OperandLayoutSpec offset{{}, front};
+                BackwardCase c = make_case(dtype, dtype, rows.shape, 1, log_mode, offset, offset, offset);
+                const std::string plan = rows.long_rows != nullptr
+                                             ? check_backward_with_long_rows(handle.get(), c, rows.long_rows, in_place)
+                                             : check_backward(handle.get(), c, in_place);
+                INFO("plan: " << plan);
+                CHECK(kernel_kind(plan) == "backward-regs");
+                CHECK((plan_value(plan, "cluster") > 1) == (rows.long_rows != nullptr));
             }
         }
     }
