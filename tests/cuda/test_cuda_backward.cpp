@@ -270,6 +270,25 @@ TEST_CASE("cuda backward: rows around the plan boundaries match the reference an
     CHECK(saw_cluster);
 }
 
+TEST_CASE("cuda backward: 16-bit dy and y run 32 values per thread in a cluster (8192 x 50257-like rows)",
+          "[cuda][backward]") {
+    CudaHandle handle;
+    // 50257 elements need 4 CTAs; at 16 values a thread the slots would be fuller (800 threads) and win the search
+    // on utilization alone. 3 rows with the cluster form forced (too few rows would pick the grid form).
+    for (smxDataType_t value : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        for (smxDataType_t gradient : {value, SMX_DTYPE_F32}) {
+            for (bool log_mode : {false, true}) {
+                BackwardCase c = make_rows_case(value, gradient, 3, 50257, log_mode);
+                const std::string plan = check_backward_with_long_rows(handle.get(), c, "cluster");
+                INFO("plan: " << plan);
+                CHECK(kernel_kind(plan) == "backward-regs");
+                CHECK(plan_value(plan, "cluster") > 1);
+                CHECK(plan_value(plan, "values") == 32);
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda backward: every dtype pair of the fast families in both modes, each rows family and spatial",
           "[cuda][backward]") {
     CudaHandle handle;
@@ -555,7 +574,7 @@ TEST_CASE("cuda backward: pointers one element off alignment take the element-wi
     };
     const Shape shapes[] = {{{33, 200}, 1, nullptr},  {{7, 3001}, 1, nullptr},  {{2, 30001}, 1, "grid"},
                             {{2, 30001}, 1, "split"}, {{3, 90, 40}, 1, nullptr}};
-    // Each operand off in turn, then all three (one phase again, but no pack aligned).
+    // Each operand off in turn, then all three (one phase again: a head peel before the vector body).
     const std::int64_t fronts[][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 1}};
     for (const Shape& shape : shapes) {
         for (const auto& front : fronts) {
@@ -567,6 +586,33 @@ TEST_CASE("cuda backward: pointers one element off alignment take the element-wi
                 } else {
                     check_backward(handle.get(), c);
                 }
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda backward: bases offset alike by 1-7 elements peel one head for all three operands",
+          "[cuda][backward][sanitize]") {
+    CudaHandle handle;
+    struct Rows {
+        std::vector<std::int64_t> shape;  // odd row lengths put every other row at another phase
+        const char* long_rows;
+    };
+    const Rows row_sets[] = {{{5, 3001}, nullptr}, {{4, 3000}, nullptr}, {{3, 30001}, "cluster"}, {{2, 30000}, "cluster"}};
+    const smxDataType_t dtypes[] = {SMX_DTYPE_BF16, SMX_DTYPE_F16, SMX_DTYPE_F32};
+    for (const Rows& rows : row_sets) {
+        for (smxDataType_t dtype : dtypes) {
+            for (std::int64_t front = 1; front <= 7; ++front) {
+                const bool log_mode = front % 2 == 0;
+                const bool in_place = front % 3 == 0;
+                const OperandLayoutSpec offset{{}, front};
+                BackwardCase c = make_case(dtype, dtype, rows.shape, 1, log_mode, offset, offset, offset);
+                const std::string plan = rows.long_rows != nullptr
+                                             ? check_backward_with_long_rows(handle.get(), c, rows.long_rows, in_place)
+                                             : check_backward(handle.get(), c, in_place);
+                INFO("plan: " << plan);
+                CHECK(kernel_kind(plan) == "backward-regs");
+                CHECK((plan_value(plan, "cluster") > 1) == (rows.long_rows != nullptr));
             }
         }
     }

@@ -30,10 +30,18 @@ void BackwardRowsParams::bind(const BackwardPointers& pointers, const BackwardSi
     dy_rows_aligned = rows_aligned(dy, dy_row_stride, value_pack_bytes, value_size);
     y_rows_aligned = rows_aligned(y, y_row_stride, value_pack_bytes, value_size);
     dx_rows_aligned = rows_aligned(dx, dx_row_stride, gradient_pack_bytes, gradient_size);
-    // Bases on whole packs and row strides equal modulo the pack: every row then sits at the same element
-    // phase in all three operands, so one head peel aligns them all.
+    // Bases at one element phase within a pack (a view offset alike in all three, or no offset) and row
+    // strides equal modulo the pack: every row then sits at the same element phase in all three operands,
+    // so one head peel aligns them all.
+    const auto element_phase = [&](const void* base, std::int64_t size) {
+        const auto address = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(base) % static_cast<std::uintptr_t>(pack * size));
+        return address % size == 0 ? address / size : -1;  // -1: not on an element boundary
+    };
+    const std::int64_t dy_phase = element_phase(dy, value_size);
+    const bool same_bases = dy_phase >= 0 && element_phase(y, value_size) == dy_phase &&
+                            element_phase(dx, gradient_size) == dy_phase;
     const bool same_strides = rows <= 1 || ((dy_row_stride - y_row_stride) % pack == 0 && (dy_row_stride - dx_row_stride) % pack == 0);
-    same_phase = aligned(dy, value_pack_bytes) && aligned(y, value_pack_bytes) && aligned(dx, gradient_pack_bytes) && same_strides;
+    same_phase = same_bases && same_strides;
 }
 
 void BackwardSpatialParams::bind(const BackwardPointers& pointers, const BackwardSizes& sizes) {

@@ -63,8 +63,8 @@ struct BackwardRowsParams {
     int dy_rows_aligned = 0;          // warp: every row of the operand starts on a whole pack
     int y_rows_aligned = 0;
     int dx_rows_aligned = 0;
-    int same_phase = 0;               // regs, split: every operand's base on a whole pack and every row at the same
-                                      // element phase in all three, so one head peel aligns them all
+    int same_phase = 0;               // regs, split: every row of the three operands at one element phase within a
+                                      // pack (bases and strides), so one head peel aligns them all
 
     void bind(const BackwardPointers& pointers, const BackwardSizes& sizes);
 };

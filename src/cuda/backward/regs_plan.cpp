@@ -25,6 +25,13 @@ smxStatus_t regs_threads_for(const void* kernel, std::int64_t slice_len, int val
     return SMX_STATUS_SUCCESS;
 }
 
+// Instances of 8 and 16 values do not run in clusters where 16-bit dy and y have a 32-value one: as in the
+// forward (regs_instance_clusters), they won on utilization alone and ran slower (performance.md#backward).
+bool regs_instance_clusters(const SoftmaxBackwardInfo& info, int values) {
+    return values >= 32 || dtype_size(info.dy_dtype) != 2 ||
+           backward_regs_kernel(info.dy_dtype, info.dx_dtype, 32) == nullptr;
+}
+
 int regs_min_threads(const PlanContext& context) {
     return context.preferences.regs_min_threads > 0 ? context.preferences.regs_min_threads
                                                     : context.tuning.backward.regs_min_threads;
@@ -55,6 +62,7 @@ smxStatus_t choose_backward_regs(const SoftmaxBackwardInfo& info, const PlanCont
         if ((cluster - 1) * slice_len >= info.row_len) continue;  // the last CTA would have nothing
         BackwardRegsChoice best;
         for (int values : kBackwardRegsValueCounts) {
+            if (cluster > 1 && !regs_instance_clusters(info, values)) continue;
             const void* kernel = backward_regs_kernel(info.dy_dtype, info.dx_dtype, values);
             if (kernel == nullptr) continue;
             int threads = 0;
