@@ -44,6 +44,16 @@ int cluster_cap(const PlanContext& context) {
     return cap >= 1 && cap < kCeRegsMaxCluster ? cap : kCeRegsMaxCluster;
 }
 
+// Whether the CTA forms take the deep stats instance: where the rows (before any chunking) are fewer than the
+// device holds CTAs, so every row's CTAs run at once and each thread's chain of loads sets the time, and a
+// thread's share of a row is more than one round of kStatsUnroll packs. stats_packs (4 or 8) overrides.
+bool wants_deep_stats(const RowsProblem& problem, const StatsChoice& choice, std::int64_t resident, int stats_packs) {
+    if (stats_packs != 0) return stats_packs == kStatsDeepUnroll;
+    const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(problem.x_dtype));
+    const std::int64_t one_round = static_cast<std::int64_t>(choice.threads) * kStatsUnroll * pack;
+    return problem.rows < resident && problem.row_len > one_round;
+}
+
 }  // namespace
 
 const void* ce_regs_kernel(smxDataType_t x_dtype, smxDataType_t dlogits_dtype, int values_per_thread) {
@@ -75,7 +85,14 @@ smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanC
     choice->threads = problem.row_len >= tuning.wide_cta_min_len ? kStatsMaxThreads : 256;
     choice->group_threads = choice->threads;
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(choice->kernel, choice->threads, 0, &choice->ctas_per_sm));
-    const std::int64_t resident = static_cast<std::int64_t>(std::max(choice->ctas_per_sm, 1)) * context.limits.multiprocessor_count;
+    std::int64_t resident = static_cast<std::int64_t>(std::max(choice->ctas_per_sm, 1)) * context.limits.multiprocessor_count;
+    if (wants_deep_stats(problem, *choice, resident, context.preferences.stats_packs)) {
+        choice->kernel = logprobs_stats_kernel(problem.x_dtype, with_mean, true);
+        SMX_RETURN_IF_ERROR(require_kernel(choice->kernel, problem.x_dtype, problem.x_dtype, "logprobs stats-deep"));
+        choice->deep = true;
+        SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(choice->kernel, choice->threads, 0, &choice->ctas_per_sm));
+        resident = static_cast<std::int64_t>(std::max(choice->ctas_per_sm, 1)) * context.limits.multiprocessor_count;
+    }
     const LongRowsPreference preference = context.preferences.long_rows;
     const bool forced = preference == LongRowsPreference::Cluster || preference == LongRowsPreference::Split;
     // Fewer rows than the device holds CTAs: each row over several CTAs, chunks of at least min_chunk, as many
@@ -128,21 +145,22 @@ smxStatus_t add_stats(const RowsProblem& problem, const StatsChoice& choice, Log
     const dim3 grid = row_chunk_grid(problem.rows, choice.chunks, nullptr);
     SMX_RETURN_IF_ERROR(check_grid(grid, "logprobs stats"));
     const bool cluster = choice.chunks > 1 && !choice.split;
+    const int packs = choice.deep ? kStatsDeepUnroll : kStatsUnroll;
     const Launch launch{choice.kernel, grid, dim3(static_cast<unsigned>(choice.threads)), 0,
                         cluster ? static_cast<unsigned>(choice.chunks) : 0u};
     if (!cluster && !choice.split) {
-        call->add(params, launch, fmt::format("stats group=cta threads={} grid={}x{} ctas_per_sm={}", choice.threads,
-                                              grid.x, grid.y, choice.ctas_per_sm));
+        call->add(params, launch, fmt::format("stats group=cta threads={} packs={} grid={}x{} ctas_per_sm={}", choice.threads,
+                                              packs, grid.x, grid.y, choice.ctas_per_sm));
         return SMX_STATUS_SUCCESS;
     }
     if (cluster) {
-        call->add(params, launch, fmt::format("stats group=cluster cluster={} slice={} threads={} grid={}x{}", choice.chunks,
-                                              choice.slice_len, choice.threads, grid.x, grid.y));
+        call->add(params, launch, fmt::format("stats group=cluster cluster={} slice={} threads={} packs={} grid={}x{}",
+                                              choice.chunks, choice.slice_len, choice.threads, packs, grid.x, grid.y));
         return SMX_STATUS_SUCCESS;
     }
     call->need_workspace(partials_end(problem.rows, choice.chunks, statistics_size(problem.x_dtype)));
-    call->add(params, launch, fmt::format("stats group=split chunks={} slice={} threads={} grid={}x{}", choice.chunks,
-                                          choice.slice_len, choice.threads, grid.x, grid.y));
+    call->add(params, launch, fmt::format("stats group=split chunks={} slice={} threads={} packs={} grid={}x{}", choice.chunks,
+                                          choice.slice_len, choice.threads, packs, grid.x, grid.y));
     const void* combine = logprobs_combine_kernel(problem.x_dtype);
     SMX_RETURN_IF_ERROR(require_kernel(combine, problem.x_dtype, problem.x_dtype, "logprobs combine"));
     const std::int64_t rows_per_block = kCombineThreads / 32;

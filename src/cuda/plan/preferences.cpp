@@ -45,6 +45,8 @@ PlanPreferences plan_preferences_from_environment() {
     preferences.batch_invariant_general = variable_is("SMX_CUDA_BATCH_INVARIANT", "general");
     preferences.any_option_set = variable_is("SMX_CUDA_OPTION_SET", "any");
     preferences.packed_options = !variable_is("SMX_CUDA_OPTION_SET", "unpacked");
+    if (variable_is("SMX_CUDA_STATS_PACKS", "4")) preferences.stats_packs = 4;
+    if (variable_is("SMX_CUDA_STATS_PACKS", "8")) preferences.stats_packs = 8;
     return preferences;
 }
 
