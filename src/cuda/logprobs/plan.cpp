@@ -44,14 +44,15 @@ int cluster_cap(const PlanContext& context) {
     return cap >= 1 && cap < kCeRegsMaxCluster ? cap : kCeRegsMaxCluster;
 }
 
-// Whether the CTA forms take the deep stats instance: where the rows (before any chunking) are fewer than the
-// device holds CTAs, so every row's CTAs run at once and each thread's chain of loads sets the time, and a
-// thread's share of a row is more than one round of kStatsUnroll packs. stats_packs (4 or 8) overrides.
-bool wants_deep_stats(const RowsProblem& problem, const StatsChoice& choice, std::int64_t resident, int stats_packs) {
+// Whether a CTA form takes the deep stats instance: where the rows are fewer than the device holds CTAs (every
+// row's CTAs run at once, and each thread's chain of loads sets the time) and a CTA's slice is more than one
+// round of kStatsUnroll packs a thread. stats_packs (4 or 8) overrides.
+bool wants_deep_stats(const RowsProblem& problem, const StatsChoice& choice, std::int64_t resident_ctas,
+                      int stats_packs) {
     if (stats_packs != 0) return stats_packs == kStatsDeepUnroll;
     const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(problem.x_dtype));
     const std::int64_t one_round = static_cast<std::int64_t>(choice.threads) * kStatsUnroll * pack;
-    return problem.rows < resident && problem.row_len > one_round;
+    return problem.rows < resident_ctas && choice.slice_len > one_round;
 }
 
 }  // namespace
@@ -71,7 +72,12 @@ const void* ce_regs_kernel(smxDataType_t x_dtype, smxDataType_t dlogits_dtype, i
 
 // ---- stats ---------------------------------------------------------------------------------------------------
 
-smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanContext& context, StatsChoice* choice) {
+namespace {
+
+// choose_stats before the deep instance is considered: lane groups, or the CTA form and its chunks, with the
+// 4-pack instance's occupancy.
+smxStatus_t choose_stats_layout(const RowsProblem& problem, bool with_mean, const PlanContext& context,
+                                StatsChoice* choice) {
     const LogprobsTuning& tuning = context.tuning.logprobs;
     *choice = {};
     choice->kernel = logprobs_stats_kernel(problem.x_dtype, with_mean);
@@ -85,14 +91,7 @@ smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanC
     choice->threads = problem.row_len >= tuning.wide_cta_min_len ? kStatsMaxThreads : 256;
     choice->group_threads = choice->threads;
     SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(choice->kernel, choice->threads, 0, &choice->ctas_per_sm));
-    std::int64_t resident = static_cast<std::int64_t>(std::max(choice->ctas_per_sm, 1)) * context.limits.multiprocessor_count;
-    if (wants_deep_stats(problem, *choice, resident, context.preferences.stats_packs)) {
-        choice->kernel = logprobs_stats_kernel(problem.x_dtype, with_mean, true);
-        SMX_RETURN_IF_ERROR(require_kernel(choice->kernel, problem.x_dtype, problem.x_dtype, "logprobs stats-deep"));
-        choice->deep = true;
-        SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(choice->kernel, choice->threads, 0, &choice->ctas_per_sm));
-        resident = static_cast<std::int64_t>(std::max(choice->ctas_per_sm, 1)) * context.limits.multiprocessor_count;
-    }
+    const std::int64_t resident = static_cast<std::int64_t>(std::max(choice->ctas_per_sm, 1)) * context.limits.multiprocessor_count;
     const LongRowsPreference preference = context.preferences.long_rows;
     const bool forced = preference == LongRowsPreference::Cluster || preference == LongRowsPreference::Split;
     // Fewer rows than the device holds CTAs: each row over several CTAs, chunks of at least min_chunk, as many
@@ -126,6 +125,27 @@ smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanC
     choice->slice_len = round_up(ceil_div(problem.row_len, chunks), kChunkGranule);
     choice->chunks = ceil_div(problem.row_len, choice->slice_len);
     choice->split = choice->chunks > 1;
+    return SMX_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanContext& context, StatsChoice* choice) {
+    SMX_RETURN_IF_ERROR(choose_stats_layout(problem, with_mean, context, choice));
+    if (choice->group_threads < choice->threads) return SMX_STATUS_SUCCESS;  // lane groups: the 4-pack form only
+    const int resident_ctas = std::max(choice->ctas_per_sm, 1) * context.limits.multiprocessor_count;
+    if (!wants_deep_stats(problem, *choice, resident_ctas, context.preferences.stats_packs)) return SMX_STATUS_SUCCESS;
+    const void* deep = logprobs_stats_kernel(problem.x_dtype, with_mean, true);
+    SMX_RETURN_IF_ERROR(require_kernel(deep, problem.x_dtype, problem.x_dtype, "logprobs stats-deep"));
+    int deep_ctas_per_sm = 0;
+    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(deep, choice->threads, 0, &deep_ctas_per_sm));
+    // The layout's residency (its one wave, its clusters fitting) was reckoned with the 4-pack instance's.
+    const bool forced = context.preferences.stats_packs == kStatsDeepUnroll;
+    if (deep_ctas_per_sm < choice->ctas_per_sm && !forced) return SMX_STATUS_SUCCESS;
+    if (choice->chunks > 1 && !choice->split) SMX_RETURN_IF_ERROR(allow_large_clusters(deep, "logprobs stats-deep"));
+    choice->kernel = deep;
+    choice->ctas_per_sm = deep_ctas_per_sm;
+    choice->deep = true;
     return SMX_STATUS_SUCCESS;
 }
 
