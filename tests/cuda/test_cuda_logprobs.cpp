@@ -549,10 +549,10 @@ namespace {
 // wide_cta_min_len): longer rows, fewer than the device holds CTAs, take the 8-pack instance.
 std::int64_t four_pack_round(smxDataType_t dtype) { return 256 * 4 * (16 / static_cast<std::int64_t>(dtype_size(dtype))); }
 
-// logsumexp, log_softmax_gather and cross-entropy forward (with and without label smoothing: the stats kernel
-// with and without its mean) of a fresh (rows, n) x with special rows, each against the reference; returns the
-// plans, '\n'-joined, for the caller's plan-text checks.
-std::string check_stats_ops(smxDataType_t dtype, std::int64_t rows, std::int64_t n) {
+// logsumexp, log_softmax_gather and cross-entropy forward (with label smoothing too where `smoothing`: the
+// stats instance with its mean, whose occupancy differs) of a fresh (rows, n) x with special rows, each against
+// the reference; returns the plans, '\n'-joined, for the caller's plan-text checks.
+std::string check_stats_ops(smxDataType_t dtype, std::int64_t rows, std::int64_t n, bool smoothing) {
     std::string plans;
     HostTensor x = make_tensor(dtype, {rows, n});
     fill_random(x, test_rng());
@@ -576,6 +576,7 @@ std::string check_stats_ops(smxDataType_t dtype, std::int64_t rows, std::int64_t
     HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {rows, n}, 1);
     fill_targets(target, n, -100, true);
     for (double eps : {0.0, 0.1}) {
+        if (eps > 0.0 && !smoothing) continue;
         const smxCrossEntropyOptions_t options = cross_entropy_options(SMX_REDUCTION_NONE, -100, eps);
         const CrossEntropyReference ref = reference_cross_entropy(x, target, 1, options);
         HostTensor loss = make_per_row_tensor(statistics_dtype(dtype), {rows, n}, 1);
@@ -608,16 +609,18 @@ TEST_CASE("CUDA stats-deep: rows a CTA each, fewer than the device holds, past o
         const std::int64_t round = four_pack_round(dtype);
         INFO(dtype_name(dtype) << " one 4-pack round " << round);
         // More rows than the device holds CTAs: the 4-pack instance; its plan says how many the device holds.
-        const std::string many = check_stats_ops(dtype, 2000, round + 1);
+        const std::string many = check_stats_ops(dtype, 2000, round + 1, false);
         check_every_plan_has(many, "packs=4");
         const std::int64_t resident = plan_value(many, "ctas_per_sm") * multiprocessor_count();
         REQUIRE(resident > 1);
         REQUIRE(resident < 2000);
         // Either side of the rows threshold (resident - 1 rows: one CTA a row, no chunks) and of the length one
         // (odd lengths: the tail elements too).
-        check_every_plan_has(check_stats_ops(dtype, resident, round + 1), "packs=4");
-        check_every_plan_has(check_stats_ops(dtype, resident - 1, round), "packs=4");
-        const std::string decode = check_stats_ops(dtype, resident - 1, round + 1);
+        check_every_plan_has(check_stats_ops(dtype, resident, round + 1, false), "packs=4");
+        // (f64's round is warp_max_len: rows that long take lane groups, which have no deep form.)
+        const bool lane_groups_below = round <= 2048;
+        check_every_plan_has(check_stats_ops(dtype, resident - 1, round, false), lane_groups_below ? "group=32" : "packs=4");
+        const std::string decode = check_stats_ops(dtype, resident - 1, round + 1, false);
         check_every_plan_has(decode, "packs=8");
         check_every_plan_has(decode, "group=cta");
     }
@@ -636,7 +639,7 @@ TEST_CASE("CUDA stats-deep: SMX_CUDA_STATS_PACKS forces either instance on any C
             const std::unique_ptr<ScopedLongRowsOverride> override =
                 path.override ? std::make_unique<ScopedLongRowsOverride>(path.override) : nullptr;
             for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32, SMX_DTYPE_F64}) {
-                const std::string plans = check_stats_ops(dtype, path.rows, path.n);
+                const std::string plans = check_stats_ops(dtype, path.rows, path.n, true);
                 INFO("SMX_CUDA_STATS_PACKS=" << packs << " " << path.rows << "x" << path.n);
                 check_every_plan_has(plans, std::string("packs=") + packs);
                 CHECK(plan_has_one_of(plans, path.group));
