@@ -543,6 +543,111 @@ TEST_CASE("CUDA cross_entropy forward alone (loss, lse) on every stats path", "[
     }
 }
 
+namespace {
+
+// Elements one round of the 4-pack stats form covers on a 256-thread CTA (rows shorter than
+// wide_cta_min_len): longer rows, fewer than the device holds CTAs, take the 8-pack instance.
+std::int64_t four_pack_round(smxDataType_t dtype) { return 256 * 4 * (16 / static_cast<std::int64_t>(dtype_size(dtype))); }
+
+// logsumexp, log_softmax_gather and cross-entropy forward (with label smoothing too where `smoothing`: the
+// stats instance with its mean, whose occupancy differs) of a fresh (rows, n) x with special rows, each against
+// the reference; returns the plans, '\n'-joined, for the caller's plan-text checks.
+std::string check_stats_ops(smxDataType_t dtype, std::int64_t rows, std::int64_t n, bool smoothing) {
+    std::string plans;
+    HostTensor x = make_tensor(dtype, {rows, n});
+    fill_random(x, test_rng());
+    set_special_rows(x, 1);
+    HostTensor lse_out = make_per_row_tensor(statistics_dtype(dtype), {rows, n}, 1);
+    const CudaCall lse_call = cuda_logsumexp(lse_out, x, 1);
+    INFO(dtype_name(dtype) << " " << rows << "x" << n << " logsumexp | " << lse_call.error << " | plan: " << lse_call.plan);
+    REQUIRE(lse_call.status == SMX_STATUS_SUCCESS);
+    CHECK(compare_to_scaled_reference(lse_out, reference_logsumexp(x, 1)) == "");
+    plans += lse_call.plan + "\n";
+
+    HostTensor index = make_tensor(SMX_DTYPE_I64, {rows, 3});
+    fill_indices(index, test_rng(), -1, n);  // a few out of range
+    HostTensor gathered = make_tensor(statistics_dtype(dtype), {rows, 3});
+    const CudaCall gather_call = cuda_log_softmax_gather(gathered, x, index, 1);
+    INFO("gather | " << gather_call.error << " | plan: " << gather_call.plan);
+    REQUIRE(gather_call.status == SMX_STATUS_SUCCESS);
+    CHECK(compare_to_scaled_reference(gathered, reference_log_softmax_gather(x, index, 1)) == "");
+    plans += gather_call.plan + "\n";
+
+    HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {rows, n}, 1);
+    fill_targets(target, n, -100, true);
+    for (double eps : {0.0, 0.1}) {
+        if (eps > 0.0 && !smoothing) continue;
+        const smxCrossEntropyOptions_t options = cross_entropy_options(SMX_REDUCTION_NONE, -100, eps);
+        const CrossEntropyReference ref = reference_cross_entropy(x, target, 1, options);
+        HostTensor loss = make_per_row_tensor(statistics_dtype(dtype), {rows, n}, 1);
+        HostTensor lse = make_per_row_tensor(statistics_dtype(dtype), {rows, n}, 1);
+        const CudaCall call = cuda_cross_entropy(loss, &lse, nullptr, x, target, 1, options);
+        INFO("cross-entropy forward eps " << eps << " | " << call.error << " | plan: " << call.plan);
+        REQUIRE(call.status == SMX_STATUS_SUCCESS);
+        CHECK(compare_to_scaled_reference(loss, ref.loss) == "");
+        CHECK(compare_to_scaled_reference(lse, ref.lse) == "");
+        plans += call.plan + "\n";
+    }
+    return plans;
+}
+
+// Each plan line (one stats launch each) names `packs`.
+void check_every_plan_has(const std::string& plans, const std::string& packs) {
+    std::size_t begin = 0;
+    for (std::size_t end = plans.find('\n'); end != std::string::npos; begin = end + 1, end = plans.find('\n', begin)) {
+        const std::string plan = plans.substr(begin, end - begin);
+        INFO("plan: " << plan);
+        CHECK(plan_has(plan, packs));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA stats-deep: rows a CTA each, fewer than the device holds, past one 4-pack round take 8 packs",
+          "[cuda][logprobs]") {
+    for (smxDataType_t dtype : kFloatTypes) {
+        const std::int64_t round = four_pack_round(dtype);
+        INFO(dtype_name(dtype) << " one 4-pack round " << round);
+        // More rows than the device holds CTAs: the 4-pack instance; its plan says how many the device holds.
+        const std::string many = check_stats_ops(dtype, 2000, round + 1, false);
+        check_every_plan_has(many, "packs=4");
+        const std::int64_t resident = plan_value(many, "ctas_per_sm") * multiprocessor_count();
+        REQUIRE(resident > 1);
+        REQUIRE(resident < 2000);
+        // Either side of the rows threshold (resident - 1 rows: one CTA a row, no chunks) and of the length one
+        // (odd lengths: the tail elements too).
+        check_every_plan_has(check_stats_ops(dtype, resident, round + 1, false), "packs=4");
+        // (f64's round is warp_max_len: rows that long take lane groups, which have no deep form.)
+        const bool lane_groups_below = round <= 2048;
+        check_every_plan_has(check_stats_ops(dtype, resident - 1, round, false), lane_groups_below ? "group=32" : "packs=4");
+        const std::string decode = check_stats_ops(dtype, resident - 1, round + 1, false);
+        check_every_plan_has(decode, "packs=8");
+        check_every_plan_has(decode, "group=cta");
+    }
+}
+
+TEST_CASE("CUDA stats-deep: SMX_CUDA_STATS_PACKS forces either instance on any CTA form", "[cuda][logprobs]") {
+    const RowsPath forced[] = {
+        {3000, 2500, "group=cta", nullptr},  // many rows: the rule's 4 packs, forced to 8
+        {21, 9000, "group=cluster", "cluster"},
+        {21, 9000, "group=split", "split"},
+        {40, 70000, "group=cluster|group=split", nullptr},  // 512-thread CTAs
+    };
+    for (const char* packs : {"4", "8"}) {
+        const ScopedEnvironment stats_packs("SMX_CUDA_STATS_PACKS", packs);
+        for (const RowsPath& path : forced) {
+            const std::unique_ptr<ScopedLongRowsOverride> override =
+                path.override ? std::make_unique<ScopedLongRowsOverride>(path.override) : nullptr;
+            for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32, SMX_DTYPE_F64}) {
+                const std::string plans = check_stats_ops(dtype, path.rows, path.n, true);
+                INFO("SMX_CUDA_STATS_PACKS=" << packs << " " << path.rows << "x" << path.n);
+                check_every_plan_has(plans, std::string("packs=") + packs);
+                CHECK(plan_has_one_of(plans, path.group));
+            }
+        }
+    }
+}
+
 TEST_CASE("CUDA cross_entropy's reduced loss: the CPU backend's value, the same bits on every run", "[cuda][logprobs]") {
     // Long rows on the split two-pass path and a cluster per row, and many short rows.
     for (const auto& [rows, n, override] : {std::tuple<std::int64_t, std::int64_t, const char*>{3000, 600, nullptr},
