@@ -1,6 +1,7 @@
 // cluster_plan.cpp - block-regs: the cluster of CTAs (1..16) that holds a row in registers, its CTA size and
 // values per thread. The rules and their measurements: performance.md#block-regs.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/block_regs/params.hpp"
@@ -167,9 +168,15 @@ bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, cons
 // Whether the unmasked set's packed options instance computes these options as the reference does: it holds
 // -inf in x's dtype past the causal window and multiplies by the scale at each use, so a causal window needs a
 // scale that keeps -inf: none or a positive scalar (a per-row scale of 0 or below would turn it into NaN or
-// +inf). Causal rows with other scales take the 32-value instance.
+// +inf). Huge scales gave NaN rows on the H200 (a per-row scale of 1e30, run E3) where the 32-value instance,
+// which rounds z = scale * x before the exponent, matches the reference: so per-row scales, whose values the
+// plan cannot see, and scalars past kPackedOptionsMaxScale take the 32-value instance.
 namespace {
+constexpr double kPackedOptionsMaxScale = 65536.0;
+
 bool block_regs_packed_options_apply(const SoftmaxOptions& options) {
+    if (options.scale_kind == ScaleKind::PerRow) return false;
+    if (options.scale_kind == ScaleKind::Scalar && !(std::fabs(options.scale) <= kPackedOptionsMaxScale)) return false;
     if (!options.causal) return true;
     return options.scale_kind == ScaleKind::None || (options.scale_kind == ScaleKind::Scalar && options.scale > 0.0);
 }
