@@ -133,9 +133,8 @@ struct LogprobsPerRowParams {
 
 // ---- instances ------------------------------------------------------------------------------------------
 
-// The stats kernel for x's dtype; with_mean: it also sums x / n (label smoothing). deep: its CTA forms alone (no
-// lane groups) with kStatsDeepUnroll packs in flight a thread (rows.cuh).
-const void* logprobs_stats_kernel(smxDataType_t x_dtype, bool with_mean, bool deep = false);
+// The stats kernel for x's dtype; with_mean: it also sums x / n (label smoothing).
+const void* logprobs_stats_kernel(smxDataType_t x_dtype, bool with_mean);
 // The combine kernel (split partials -> the row's result) for x's dtype.
 const void* logprobs_combine_kernel(smxDataType_t x_dtype);
 // ce-write for (logits, dlogits) dtypes: dlogits of the logits' dtype or f32 (nullptr otherwise).
@@ -165,10 +164,6 @@ constexpr int kCeRegsMaxThreads = 1024;
 constexpr int kCeRegsMaxCluster = 16;
 
 constexpr int kStatsMaxThreads = 512;    // the stats kernel's launch bound
-constexpr int kStatsUnroll = 4;          // stats: 16-byte packs in flight per thread and loop step
-// The deep instance's packs in flight: a CTA on a decode row has tens of packs a thread, and with few rows on the
-// device each thread's chain of memory round trips, not the CTA count, sets the time (#log-probabilities).
-constexpr int kStatsDeepUnroll = 8;
 constexpr int kWriteThreads = 512;       // ce-write's CTA
 constexpr int kCombineThreads = 128;     // combine: a warp per row
 constexpr int kGeneralThreads = 256;     // general: a warp or the CTA per row

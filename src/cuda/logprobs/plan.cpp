@@ -44,17 +44,6 @@ int cluster_cap(const PlanContext& context) {
     return cap >= 1 && cap < kCeRegsMaxCluster ? cap : kCeRegsMaxCluster;
 }
 
-// Whether a CTA form takes the deep stats instance: where the rows are fewer than the device holds CTAs (every
-// row's CTAs run at once, and each thread's chain of loads sets the time) and a CTA's slice is more than one
-// round of kStatsUnroll packs a thread. stats_packs (4 or 8) overrides.
-bool wants_deep_stats(const RowsProblem& problem, const StatsChoice& choice, std::int64_t resident_ctas,
-                      int stats_packs) {
-    if (stats_packs != 0) return stats_packs == kStatsDeepUnroll;
-    const std::int64_t pack = 16 / static_cast<std::int64_t>(dtype_size(problem.x_dtype));
-    const std::int64_t one_round = static_cast<std::int64_t>(choice.threads) * kStatsUnroll * pack;
-    return problem.rows < resident_ctas && choice.slice_len > one_round;
-}
-
 }  // namespace
 
 const void* ce_regs_kernel(smxDataType_t x_dtype, smxDataType_t dlogits_dtype, int values_per_thread) {
@@ -72,12 +61,7 @@ const void* ce_regs_kernel(smxDataType_t x_dtype, smxDataType_t dlogits_dtype, i
 
 // ---- stats ---------------------------------------------------------------------------------------------------
 
-namespace {
-
-// choose_stats before the deep instance is considered: lane groups, or the CTA form and its chunks, with the
-// 4-pack instance's occupancy.
-smxStatus_t choose_stats_layout(const RowsProblem& problem, bool with_mean, const PlanContext& context,
-                                StatsChoice* choice) {
+smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanContext& context, StatsChoice* choice) {
     const LogprobsTuning& tuning = context.tuning.logprobs;
     *choice = {};
     choice->kernel = logprobs_stats_kernel(problem.x_dtype, with_mean);
@@ -128,27 +112,6 @@ smxStatus_t choose_stats_layout(const RowsProblem& problem, bool with_mean, cons
     return SMX_STATUS_SUCCESS;
 }
 
-}  // namespace
-
-smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanContext& context, StatsChoice* choice) {
-    SMX_RETURN_IF_ERROR(choose_stats_layout(problem, with_mean, context, choice));
-    if (choice->group_threads < choice->threads) return SMX_STATUS_SUCCESS;  // lane groups: the 4-pack form only
-    const int resident_ctas = std::max(choice->ctas_per_sm, 1) * context.limits.multiprocessor_count;
-    if (!wants_deep_stats(problem, *choice, resident_ctas, context.preferences.stats_packs)) return SMX_STATUS_SUCCESS;
-    const void* deep = logprobs_stats_kernel(problem.x_dtype, with_mean, true);
-    SMX_RETURN_IF_ERROR(require_kernel(deep, problem.x_dtype, problem.x_dtype, "logprobs stats-deep"));
-    int deep_ctas_per_sm = 0;
-    SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(deep, choice->threads, 0, &deep_ctas_per_sm));
-    // The layout's residency (its one wave, its clusters fitting) was reckoned with the 4-pack instance's.
-    const bool forced = context.preferences.stats_packs == kStatsDeepUnroll;
-    if (deep_ctas_per_sm < choice->ctas_per_sm && !forced) return SMX_STATUS_SUCCESS;
-    if (choice->chunks > 1 && !choice->split) SMX_RETURN_IF_ERROR(allow_large_clusters(deep, "logprobs stats-deep"));
-    choice->kernel = deep;
-    choice->ctas_per_sm = deep_ctas_per_sm;
-    choice->deep = true;
-    return SMX_STATUS_SUCCESS;
-}
-
 smxStatus_t add_stats(const RowsProblem& problem, const StatsChoice& choice, LogprobsRowsParams params,
                       LogprobsCall* call) {
     params.group_threads = choice.group_threads;
@@ -165,22 +128,21 @@ smxStatus_t add_stats(const RowsProblem& problem, const StatsChoice& choice, Log
     const dim3 grid = row_chunk_grid(problem.rows, choice.chunks, nullptr);
     SMX_RETURN_IF_ERROR(check_grid(grid, "logprobs stats"));
     const bool cluster = choice.chunks > 1 && !choice.split;
-    const int packs = choice.deep ? kStatsDeepUnroll : kStatsUnroll;
     const Launch launch{choice.kernel, grid, dim3(static_cast<unsigned>(choice.threads)), 0,
                         cluster ? static_cast<unsigned>(choice.chunks) : 0u};
     if (!cluster && !choice.split) {
-        call->add(params, launch, fmt::format("stats group=cta threads={} packs={} grid={}x{} ctas_per_sm={}", choice.threads,
-                                              packs, grid.x, grid.y, choice.ctas_per_sm));
+        call->add(params, launch, fmt::format("stats group=cta threads={} grid={}x{} ctas_per_sm={}", choice.threads,
+                                              grid.x, grid.y, choice.ctas_per_sm));
         return SMX_STATUS_SUCCESS;
     }
     if (cluster) {
-        call->add(params, launch, fmt::format("stats group=cluster cluster={} slice={} threads={} packs={} grid={}x{}",
-                                              choice.chunks, choice.slice_len, choice.threads, packs, grid.x, grid.y));
+        call->add(params, launch, fmt::format("stats group=cluster cluster={} slice={} threads={} grid={}x{}", choice.chunks,
+                                              choice.slice_len, choice.threads, grid.x, grid.y));
         return SMX_STATUS_SUCCESS;
     }
     call->need_workspace(partials_end(problem.rows, choice.chunks, statistics_size(problem.x_dtype)));
-    call->add(params, launch, fmt::format("stats group=split chunks={} slice={} threads={} packs={} grid={}x{}", choice.chunks,
-                                          choice.slice_len, choice.threads, packs, grid.x, grid.y));
+    call->add(params, launch, fmt::format("stats group=split chunks={} slice={} threads={} grid={}x{}", choice.chunks,
+                                          choice.slice_len, choice.threads, grid.x, grid.y));
     const void* combine = logprobs_combine_kernel(problem.x_dtype);
     SMX_RETURN_IF_ERROR(require_kernel(combine, problem.x_dtype, problem.x_dtype, "logprobs combine"));
     const std::int64_t rows_per_block = kCombineThreads / 32;

@@ -28,7 +28,6 @@ struct StatsChoice {
     std::int64_t chunks = 1;
     std::int64_t slice_len = 0;  // elements per chunk
     bool split = false;
-    bool deep = false;           // the CTA forms' instance with kStatsDeepUnroll packs in flight a thread
     int ctas_per_sm = 0;
 };
 

@@ -105,6 +105,7 @@ __device__ __forceinline__ void add_value_to(RowStats<C>& stats, C value, C inv_
     if (with_mean) stats.mean = fused(value, inv_n, stats.mean);
 }
 
+constexpr int kStatsUnroll = 4;      // 16-byte packs in flight per thread and loop step
 constexpr int kStatsSegmentSteps = 64;  // loop steps summed apart before joining a thread's total (accuracy)
 
 // The NaN-free max of the packs with loaded[u]: 16-bit x on its packed pairs, in the input dtype (one HMNMX2 per
@@ -131,16 +132,16 @@ __device__ __forceinline__ ComputeType<X> packs_max(const Packed<X, kPack> (&raw
     }
 }
 
-// One loop step: up to kPacks packs of x (those `loaded`). The step's max first (packs_max), one exp per
+// One loop step: up to kStatsUnroll packs of x (those `loaded`). The step's max first (packs_max), one exp per
 // element relative to the new max, one rescale of the running sum. 16-bit packs stay packed and are widened at
 // each use (widen_element_on_use), which keeps their registers halved.
-template <bool kMean, class X, int kPack, class C, int kPacks>
-__device__ __forceinline__ void add_packs_to(RowStats<C>& stats, const Packed<X, kPack> (&raw)[kPacks],
-                                             const bool (&loaded)[kPacks], C inv_n) {
+template <bool kMean, class X, int kPack, class C>
+__device__ __forceinline__ void add_packs_to(RowStats<C>& stats, const Packed<X, kPack> (&raw)[kStatsUnroll],
+                                             const bool (&loaded)[kStatsUnroll], C inv_n) {
     add_group_to(stats, packs_max(raw, loaded), [&](const auto& exp) {
         C sum = 0;
 #pragma unroll
-        for (int u = 0; u < kPacks; ++u) {
+        for (int u = 0; u < kStatsUnroll; ++u) {
             if (!loaded[u]) continue;
 #pragma unroll
             for (int k = 0; k < kPack; ++k) sum += exp(widen_element_on_use(raw[u], k));
@@ -150,7 +151,7 @@ __device__ __forceinline__ void add_packs_to(RowStats<C>& stats, const Packed<X,
     if constexpr (kMean) {
         C step_mean = 0;
 #pragma unroll
-        for (int u = 0; u < kPacks; ++u) {
+        for (int u = 0; u < kStatsUnroll; ++u) {
             if (!loaded[u]) continue;
 #pragma unroll
             for (int k = 0; k < kPack; ++k) step_mean = fused(widen_element_on_use(raw[u], k), inv_n, step_mean);
@@ -176,25 +177,24 @@ __device__ __forceinline__ PackedRange packed_range(const X* x, std::int64_t cou
 }
 
 // This thread's share of the statistics of x[0, count) (any alignment), `threads` threads striding over the
-// 16-byte packs and then the few elements before and after them, kPacks packs loaded before any is used. Long
-// stretches are summed in segments of kStatsSegmentSteps steps: no float sum then takes more than a few dozen
-// additions.
-template <bool kMean, class X, int kPacks = kStatsUnroll, class C = ComputeType<X>>
+// 16-byte packs and then the few elements before and after them. Long stretches are summed in segments of
+// kStatsSegmentSteps steps: no float sum then takes more than a few dozen additions.
+template <bool kMean, class X, class C = ComputeType<X>>
 __device__ __forceinline__ RowStats<C> range_stats(const X* x, std::int64_t count, int tid, int threads, C inv_n) {
     constexpr int kPack = kPackOf<X>;
     using Pack = Packed<X, kPack>;
     const PackedRange range = packed_range(x, count);
     const Pack* body = reinterpret_cast<const Pack*>(x + range.head);
-    const std::int64_t step = static_cast<std::int64_t>(threads) * kPacks;
+    const std::int64_t step = static_cast<std::int64_t>(threads) * kStatsUnroll;
     const std::int64_t segment_span = step * kStatsSegmentSteps;
     const auto segment_from = [&](std::int64_t first) {
         const std::int64_t end = range.packs - first < segment_span ? range.packs : first + segment_span;
         RowStats<C> segment = empty_row_stats<C>();
         for (std::int64_t p = first; p < end; p += step) {
-            Pack raw[kPacks];
-            bool loaded[kPacks];
+            Pack raw[kStatsUnroll];
+            bool loaded[kStatsUnroll];
 #pragma unroll
-            for (int u = 0; u < kPacks; ++u) {
+            for (int u = 0; u < kStatsUnroll; ++u) {
                 const std::int64_t pack = p + static_cast<std::int64_t>(u) * threads;
                 loaded[u] = pack < end;
                 if (loaded[u]) raw[u] = body[pack];

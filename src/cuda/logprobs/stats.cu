@@ -9,9 +9,6 @@
 //                       finishes the row; chunks > 1 and `split`, each CTA leaves its chunk's statistics in the
 //                       workspace and
 //   combine             folds them, a warp per row in chunk order, and finishes the row.
-//   stats-deep          the CTA forms with kStatsDeepUnroll packs in flight a thread, not kStatsUnroll: for rows
-//                       that take a CTA each where the device holds every row's CTAs at once (decode), whose
-//                       time is each thread's chain of loads (a separate instance: the lastdim plans keep theirs).
 // Every fold has a fixed order, so the results are the same bits on every run. performance.md#log-probabilities.
 #include <type_traits>
 
@@ -85,8 +82,8 @@ __device__ __forceinline__ void stats_lane_groups(const LogprobsRowsParams& args
     }
 }
 
-// One CTA per (row, chunk): grid.x = chunks x rows of one grid row, grid.y the grid rows; kPacks packs in flight.
-template <bool kMean, class X, int kPacks>
+// One CTA per (row, chunk): grid.x = chunks x rows of one grid row, grid.y the grid rows.
+template <bool kMean, class X>
 __device__ __forceinline__ void stats_ctas(const LogprobsRowsParams& args) {
     using C = ComputeType<X>;
     __shared__ RowStats<C> scratch[33];
@@ -105,7 +102,7 @@ __device__ __forceinline__ void stats_ctas(const LogprobsRowsParams& args) {
     const std::int64_t remaining = args.row_len - begin;
     const std::int64_t count = remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len);
     const X* x_chunk = static_cast<const X*>(args.operand.x) + row * args.x_row_stride + begin;
-    RowStats<C> stats = range_stats<kMean, X, kPacks>(x_chunk, count, threadIdx.x, blockDim.x, inverse_length<C>(args.row_len));
+    RowStats<C> stats = range_stats<kMean>(x_chunk, count, threadIdx.x, blockDim.x, inverse_length<C>(args.row_len));
     stats = cta_stats(stats, scratch);
     if (chunks == 1) {
         finish_row<X>(args, row, stats, threadIdx.x, blockDim.x);
@@ -127,14 +124,8 @@ __global__ void __launch_bounds__(kStatsMaxThreads) logprobs_stats(const ParamBl
     if (args.group_threads < static_cast<int>(blockDim.x)) {
         stats_lane_groups<kMean, X>(args);
     } else {
-        stats_ctas<kMean, X, kStatsUnroll>(args);
+        stats_ctas<kMean, X>(args);
     }
-}
-
-// The CTA forms only (the planner gives it no lane groups), more packs in flight a thread.
-template <class X, bool kMean>
-__global__ void __launch_bounds__(kStatsMaxThreads) logprobs_stats_deep(const ParamBlock<LogprobsRowsParams> args) {
-    stats_ctas<kMean, X, kStatsDeepUnroll>(args);
 }
 
 // A warp per row folds the row's chunk partials in chunk order (each lane its strided share, then the
@@ -156,13 +147,9 @@ __global__ void __launch_bounds__(kCombineThreads) logprobs_combine(const ParamB
 
 }  // namespace
 
-const void* logprobs_stats_kernel(smxDataType_t x_dtype, bool with_mean, bool deep) {
-    return visit_dtype(x_dtype, [with_mean, deep](auto tag) -> const void* {
+const void* logprobs_stats_kernel(smxDataType_t x_dtype, bool with_mean) {
+    return visit_dtype(x_dtype, [with_mean](auto tag) -> const void* {
         using X = typename decltype(tag)::type;
-        if (deep) {
-            return with_mean ? reinterpret_cast<const void*>(&logprobs_stats_deep<X, true>)
-                             : reinterpret_cast<const void*>(&logprobs_stats_deep<X, false>);
-        }
         return with_mean ? reinterpret_cast<const void*>(&logprobs_stats<X, true>)
                          : reinterpret_cast<const void*>(&logprobs_stats<X, false>);
     });

@@ -48,8 +48,6 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow")) {
         preferences.backward_spatial_rows = BackwardSpatialRowsPreference::Narrow;
     }
-    if (variable_is("SMX_CUDA_STATS_PACKS", "4")) preferences.stats_packs = 4;
-    if (variable_is("SMX_CUDA_STATS_PACKS", "8")) preferences.stats_packs = 8;
     return preferences;
 }
 

@@ -31,14 +31,12 @@ struct PlanPreferences {
     bool any_option_set = false;   // the fast row families' options instance of every kind (RowsOptionSet::Any)
     bool packed_options = true;    // block-regs' packed 64-value options instance (unmasked set, 16-bit x)
     BackwardSpatialRowsPreference backward_spatial_rows = BackwardSpatialRowsPreference::Rule;
-    int stats_packs = 0;           // 0: the rule; 4 or 8: the logprobs stats kernel's packs in flight on every CTA form
 };
 
 // The debugging override: SMX_CUDA_WARP_THREADS, SMX_CUDA_WARP_OFFSETS, SMX_CUDA_REGS_MIN_THREADS,
 // SMX_CUDA_MAX_CLUSTER, SMX_CUDA_LONG_ROWS, SMX_CUDA_LONG_COLUMNS, SMX_CUDA_BACKWARD_SPATIAL_COPY,
-// SMX_CUDA_BACKWARD_SPATIAL_ROWS, SMX_CUDA_BATCH_INVARIANT, SMX_CUDA_OPTION_SET and SMX_CUDA_STATS_PACKS
-// (docs/api.md), read here and only here, each time a descriptor is created. Values it does not know mean the
-// rule.
+// SMX_CUDA_BACKWARD_SPATIAL_ROWS, SMX_CUDA_BATCH_INVARIANT and SMX_CUDA_OPTION_SET (docs/api.md), read here
+// and only here, each time a descriptor is created. Values it does not know mean the rule.
 PlanPreferences plan_preferences_from_environment();
 
 }  // namespace smx::cuda
