@@ -289,15 +289,14 @@ TEST_CASE("cuda options: grid-regs and clusters of long rows, and a row longer t
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 2, 524289, "general");
 }
 
-TEST_CASE("cuda options: rows the plain problem gives 32 or 64 values take the 32-value options instances",
+TEST_CASE("cuda options: rows the plain problem gives 32 f32 values take the 32-value options instances",
           "[cuda][options][sanitize]") {
     CudaHandle handle;
-    // Rows of the benchmark's long-row range whose plain plans take 32 values (f32) or the packed 64 (16-bit).
-    // Three such rows leave most SMs idle, so the rule would split them (grid-regs): clusters are forced.
+    // Rows of the benchmark's long-row range whose plain plans take 32 values. Three such rows leave most SMs
+    // idle, so the rule would split them (grid-regs): clusters are forced. The 16-bit rows whose plain plans
+    // take the packed 64 are the packed options instance's case below.
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 3, 32768, "block-regs");
-    check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 3, 32768, "block-regs");
-    check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, 65537, "block-regs");
 }
 
 TEST_CASE("cuda options: each option set's instances on the benchmark's row lengths, and the any set forced",
@@ -432,13 +431,14 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
           "[cuda][options][sanitize]") {
     CudaHandle handle;
     // Rows whose plain plan holds the packed 64 values of 16-bit x (clusters forced: three rows would take
-    // grid-regs); every unmasked spec takes the packed instance, the masked ones the any set's 32 values.
+    // grid-regs); every unmasked spec without a per-row scale takes the packed instance, the masked ones and the
+    // per-row scales 32 values.
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 3, 32768, "block-regs", "", "values=64");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, 65537, "block-regs", "", "values=64");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 3, 32768, "block-regs");
     // A causal window with a per-row scale (0 and negative among them) keeps 32 widened values: the packed
-    // hold's -inf past the window would not survive such scales.
+    // hold's -inf past the window would not survive such scales (and no per-row scale takes the packed hold).
     for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
         HostTensor x = make_tensor(dtype, {3, 32768});
         fill_random(x, test_rng());
