@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_options(const Ge
         const OptionsRowInput<C> row_input = bind_rows_row(input, bound_row);
         const int row_end = row_valid ? static_cast<int>(general.row_len) : 0;  // an invalid row adds nothing
 
-        // Every load first (excluded and padding elements are never read), then the steps in order.
+        // Every load first (padding and elements past the causal window are never read), then the steps in order.
         C values[kHeldSteps][kGeneralUnroll];
         load_steps<kLoadsAhead, kHeldSteps, kGroupSize>(x_row, row_input, lane, row_end, values);
         Stats<C> stats = empty_stats<C>();
