@@ -492,7 +492,12 @@ TEST_CASE("cuda options: the problems the fast families leave to the general fam
         REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
         INFO("rows " << rows << " | plan: " << plan);
         CHECK(kernel_kind(plan) == "general-rows");
-        CHECK(plan.find("threads_per_row=32 held_steps=8 ") != std::string::npos);
+        CHECK(plan.find("threads_per_row=32 held_steps=8 loads=ahead ") != std::string::npos);
+        {
+            ScopedEnvironment in_order("SMX_CUDA_BATCH_INVARIANT", "in-order");
+            REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
+            CHECK(plan.find("threads_per_row=32 held_steps=8 loads=in-order ") != std::string::npos);
+        }
         ScopedEnvironment general("SMX_CUDA_BATCH_INVARIANT", "general");
         REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
         CHECK(kernel_kind(plan) == "general");
@@ -726,9 +731,10 @@ TEST_CASE("cuda options: batch invariance, a row's bits the same for 1, 7, 64 an
 
 namespace {
 
-// Layouts of one batch-invariant problem whose plans differ: the Rows held-values instance, the general kernel
-// on the same rows (the override) and on column-major rows (the General layout).
-enum class InvariantLayout { Held, GeneralOverride, Transposed };
+// Layouts of one batch-invariant problem whose plans differ: the Rows held-values instance (loads ahead), the
+// same with the loads in order (the override), the general kernel on the same rows (the override) and on
+// column-major rows (the General layout).
+enum class InvariantLayout { Held, HeldInOrder, GeneralOverride, Transposed };
 
 // The bits (as float32) of row `position` of a (rows, n) batch-invariant softmax whose row `position` is
 // `probe` (the per-row scale's entry there `probe_scale`; the mask, of shape (n), shared by every row);
@@ -748,8 +754,9 @@ std::vector<std::uint32_t> invariant_row_bits(smxHandle_t handle, const HostTens
     if (spec.scale_tensor != nullptr) spec.scale_tensor = &scale;
     spec.batch_invariant = true;
     HostTensor y = make_tensor(y_dtype, {rows, n}, strides);
-    std::optional<ScopedEnvironment> general;
-    if (layout == InvariantLayout::GeneralOverride) general.emplace("SMX_CUDA_BATCH_INVARIANT", "general");
+    std::optional<ScopedEnvironment> preference;
+    if (layout == InvariantLayout::GeneralOverride) preference.emplace("SMX_CUDA_BATCH_INVARIANT", "general");
+    if (layout == InvariantLayout::HeldInOrder) preference.emplace("SMX_CUDA_BATCH_INVARIANT", "in-order");
     REQUIRE(run_options_on_device(handle, y, x, 1, log_mode, spec, plan) == SMX_STATUS_SUCCESS);
     std::vector<std::uint32_t> bits(static_cast<std::size_t>(n));
     for (std::int64_t j = 0; j < n; ++j) {
@@ -803,19 +810,23 @@ TEST_CASE("cuda options: batch invariance on the held-values instances, either s
                     const std::vector<std::int64_t> positions =
                         specs[v].causal ? std::vector<std::int64_t>{3} : std::vector<std::int64_t>{0, rows - 1};
                     for (std::int64_t position : positions) {
-                        for (InvariantLayout layout :
-                             {InvariantLayout::Held, InvariantLayout::GeneralOverride, InvariantLayout::Transposed}) {
+                        for (InvariantLayout layout : {InvariantLayout::Held, InvariantLayout::HeldInOrder,
+                                                       InvariantLayout::GeneralOverride, InvariantLayout::Transposed}) {
                             std::string plan;
                             const std::vector<std::uint32_t> bits = invariant_row_bits(
                                 handle.get(), probe, pair.y, rows, position, layout, log_mode, specs[v], 0.75, &plan);
                             INFO(dtype_name(pair.x) << "->" << dtype_name(pair.y) << " n " << n << describe_spec(specs[v])
                                                     << (log_mode ? " log" : "") << " rows " << rows << " position "
                                                     << position << " | plan: " << plan);
-                            const bool held = layout == InvariantLayout::Held;
+                            const bool held = layout == InvariantLayout::Held || layout == InvariantLayout::HeldInOrder;
                             // A column-major x of one column is contiguous along the axis: general-rows too.
                             const bool rows_kernel = held || (layout == InvariantLayout::Transposed && n == 1);
                             CHECK(kernel_kind(plan) == (rows_kernel ? "general-rows" : "general"));
-                            if (held) CHECK(plan.find(n <= 16384 ? "held_steps=" : "window_steps=8") != std::string::npos);
+                            if (held) {
+                                CHECK(plan.find(n <= 16384 ? "held_steps=" : "window_steps=8") != std::string::npos);
+                                const bool in_order = layout == InvariantLayout::HeldInOrder;
+                                CHECK(plan.find(in_order ? " loads=in-order " : " loads=ahead ") != std::string::npos);
+                            }
                             if (first_bits.empty()) first_bits = bits;
                             else CHECK(bits == first_bits);
                         }
@@ -861,6 +872,7 @@ TEST_CASE("cuda options: the general-rows kernels on small batch-invariant probl
                 INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
                 CHECK(mismatch == "");
                 CHECK(kernel_kind(plan) == "general-rows");
+                CHECK(plan.find(" loads=ahead ") != std::string::npos);  // the structure the sanitizers check
             }
         }
     }

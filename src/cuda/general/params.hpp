@@ -50,14 +50,18 @@ const void* general_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t 
 // The same order on Rows problems (x, y, the mask's rows contiguous along the axis; a row's operands at row
 // times their row stride, index_ndim 1) with each thread's values held in registers: x read once. Instances
 // hold kGeneralHeldSteps[i] loop steps of kGeneralUnroll values, for the pairs of the fast families' options
-// instances (kRowsOptionsPair) and threads_per_row 32 or kGeneralThreads; nullptr for others.
+// instances (kRowsOptionsPair) and threads_per_row 32 or kGeneralThreads; nullptr for others. loads_ahead: a
+// thread issues every load of its share before converting any (the rule); false: each element loaded,
+// tested and transformed in turn, each load waiting for the one before (the structure before issue 53, kept
+// for measuring). Both give the same bits.
 constexpr int kGeneralHeldSteps[] = {1, 2, 4, 8, 16};
 const void* general_rows_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int threads_per_row,
-                                        int held_steps);
+                                        int held_steps, bool loads_ahead);
 
 // Rows longer than the held instances take (a block each): the same order a window of kGeneralWindowSteps
-// steps at a time, x read twice, each window's loads in flight together. nullptr for pairs without instances.
+// steps at a time, x read twice; loads_ahead as above (true: each window's loads in flight together). nullptr
+// for pairs without instances.
 constexpr int kGeneralWindowSteps = 8;
-const void* general_rows_streamed_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+const void* general_rows_streamed_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool loads_ahead);
 
 }  // namespace smx::cuda

@@ -21,6 +21,50 @@ __device__ __forceinline__ C row_value(const X* x_row, const OptionsRowInput<C>&
                                                           : neg_inf<C>();
 }
 
+// z of kSteps steps of a thread's values, the element of step s and unroll slot u at first + s * kGroupSize *
+// kGeneralUnroll + u * kGroupSize (-inf where excluded or at or past row_end). kLoadsAhead: every raw x load is
+// issued before any is converted, so the thread's loads are in flight together; with row_value per element
+// the kept test and the transform branch around each load, and each load's use right after it made every
+// load wait for the one before (issue 53). Either way each z is the same arithmetic on the same x.
+template <bool kLoadsAhead, int kSteps, int kGroupSize, class C, class X, class Position>
+__device__ __forceinline__ void load_steps(const X* x_row, const OptionsRowInput<C>& row_input, Position first,
+                                           Position row_end, C (&values)[kSteps][kGeneralUnroll]) {
+    constexpr Position kStep = kGroupSize * kGeneralUnroll;
+    if constexpr (kLoadsAhead) {
+        // Past the causal window nothing is kept, so nothing there is read; a boolean mask's excluded elements
+        // are (inside the row), as one predicate per load keeps the loads free of branches.
+        const std::int64_t window_end = row_input.last_kept + 1;
+        const Position read_end = window_end < row_end ? static_cast<Position>(window_end) : row_end;
+        X raw[kSteps][kGeneralUnroll];
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+            for (int u = 0; u < kGeneralUnroll; ++u) {
+                const Position position = first + s * kStep + u * kGroupSize;
+                raw[s][u] = position < read_end ? x_row[position] : X();
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+            for (int u = 0; u < kGeneralUnroll; ++u) {
+                const Position position = first + s * kStep + u * kGroupSize;
+                values[s][u] = position < row_end && row_input.kept(position)
+                                   ? row_input(C(to_compute(raw[s][u])), position)
+                                   : neg_inf<C>();
+            }
+        }
+    } else {
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+            for (int u = 0; u < kGeneralUnroll; ++u) {
+                values[s][u] = row_value(x_row, row_input, first + s * kStep + u * kGroupSize, row_end);
+            }
+        }
+    }
+}
+
 // A row's output once its statistics are known: general_rows' formulas, the factor of the other mode skipped.
 template <class C>
 struct RowOutput {
@@ -43,8 +87,8 @@ struct RowOutput {
 };
 
 // kGroupSize: the threads of a row (32, or the whole block of kGeneralThreads), fixed at compile time so that
-// every held value's offset in the row is an immediate.
-template <class X, class Y, int kGroupSize, int kHeldSteps>
+// every held value's offset in the row is an immediate. kLoadsAhead: load_steps'.
+template <class X, class Y, int kGroupSize, int kHeldSteps, bool kLoadsAhead>
 __global__ void __launch_bounds__(kGeneralThreads) general_rows_options(const GeneralOptionsParams args) {
     // One segment of segmented_stats: the general kernel's sums then take the same additions.
     static_assert(kHeldSteps <= kSegmentSteps, "held steps within one segment");
@@ -73,15 +117,9 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_options(const Ge
         const OptionsRowInput<C> row_input = bind_rows_row(input, bound_row);
         const int row_end = row_valid ? static_cast<int>(general.row_len) : 0;  // an invalid row adds nothing
 
-        // Every load first (excluded and padding elements are never read), then the steps in order.
+        // Every load first (padding and elements past the causal window are never read), then the steps in order.
         C values[kHeldSteps][kGeneralUnroll];
-#pragma unroll
-        for (int s = 0; s < kHeldSteps; ++s) {
-#pragma unroll
-            for (int u = 0; u < kGeneralUnroll; ++u) {
-                values[s][u] = row_value(x_row, row_input, lane + s * kStep + u * kGroupSize, row_end);
-            }
-        }
+        load_steps<kLoadsAhead, kHeldSteps, kGroupSize>(x_row, row_input, lane, row_end, values);
         Stats<C> stats = empty_stats<C>();
 #pragma unroll
         for (int s = 0; s < kHeldSteps; ++s) {
@@ -105,8 +143,9 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_options(const Ge
 // Rows past the held instances, on a block each: the same order with the share taken a window of
 // kGeneralWindowSteps steps at a time, the window's loads issued together before its steps (general_rows
 // has one step's loads in flight), and the segments of segmented_stats closed every kSegmentSteps steps as
-// there. x is read twice, as general_rows does, the second time a window at a time too.
-template <class X, class Y>
+// there. x is read twice, as general_rows does, the second time a window at a time too. kLoadsAhead:
+// load_steps'.
+template <class X, class Y, bool kLoadsAhead>
 __global__ void __launch_bounds__(kGeneralThreads) general_rows_streamed_options(const GeneralOptionsParams args) {
     static_assert(kSegmentSteps % kGeneralWindowSteps == 0, "segments end at window ends");
     using C = PairComputeType<X, Y>;
@@ -117,16 +156,6 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_streamed_options
     constexpr std::int64_t kStep = kGeneralThreads * kGeneralUnroll;
     constexpr std::int64_t kWindow = kStep * kGeneralWindowSteps;
     const int lane = threadIdx.x;
-
-    // z of the window's elements from `first` on.
-    const auto load_window = [&](const X* x_row, const OptionsRowInput<C>& row_input, std::int64_t first,
-                                 std::int64_t row_end, C (&values)[kGeneralWindowSteps][kGeneralUnroll]) {
-#pragma unroll
-        for (int s = 0; s < kGeneralWindowSteps; ++s) {
-#pragma unroll
-            for (int u = 0; u < kGeneralUnroll; ++u) values[s][u] = row_value(x_row, row_input, first + s * kStep + u * kGeneralThreads, row_end);
-        }
-    };
 
     for (std::int64_t row = blockIdx.x; row < general.rows; row += gridDim.x) {
         const X* x_row = static_cast<const X*>(general.x) + row * general.x_index_strides[0];
@@ -140,7 +169,7 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_streamed_options
         int segment_steps = 0;
         for (std::int64_t first = lane; first < row_end; first += kWindow) {
             C values[kGeneralWindowSteps][kGeneralUnroll];
-            load_window(x_row, row_input, first, row_end, values);
+            load_steps<kLoadsAhead, kGeneralWindowSteps, kGeneralThreads>(x_row, row_input, first, row_end, values);
 #pragma unroll
             for (int s = 0; s < kGeneralWindowSteps; ++s) {
                 if (first + s * kStep < row_end) add_chunk<kGeneralUnroll>(segment, values[s]);
@@ -158,7 +187,7 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_streamed_options
         const RowOutput<C> row_output(output, block_combine_stats(total, scratch));
         for (std::int64_t first = lane; first < row_end; first += kWindow) {
             C values[kGeneralWindowSteps][kGeneralUnroll];
-            load_window(x_row, row_input, first, row_end, values);
+            load_steps<kLoadsAhead, kGeneralWindowSteps, kGeneralThreads>(x_row, row_input, first, row_end, values);
 #pragma unroll
             for (int s = 0; s < kGeneralWindowSteps; ++s) {
 #pragma unroll
@@ -171,26 +200,33 @@ __global__ void __launch_bounds__(kGeneralThreads) general_rows_streamed_options
     }
 }
 
-template <class X, class Y, int kGroupSize>
+template <class X, class Y, int kGroupSize, bool kLoadsAhead>
 const void* held_instance(int held_steps) {
     switch (held_steps) {
-        case 1: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 1>);
-        case 2: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 2>);
-        case 4: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 4>);
-        case 8: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 8>);
-        case 16: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 16>);
+        case 1: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 1, kLoadsAhead>);
+        case 2: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 2, kLoadsAhead>);
+        case 4: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 4, kLoadsAhead>);
+        case 8: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 8, kLoadsAhead>);
+        case 16: return reinterpret_cast<const void*>(&general_rows_options<X, Y, kGroupSize, 16, kLoadsAhead>);
         default: return nullptr;
     }
 }
 
+template <class X, class Y, int kGroupSize>
+const void* held_instance(int held_steps, bool loads_ahead) {
+    return loads_ahead ? held_instance<X, Y, kGroupSize, true>(held_steps)
+                       : held_instance<X, Y, kGroupSize, false>(held_steps);
+}
+
 }  // namespace
 
-const void* general_rows_streamed_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
+const void* general_rows_streamed_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool loads_ahead) {
     return visit_any_dtype_pair(x_dtype, y_dtype, [&](auto x_tag, auto y_tag) -> const void* {
         using X = typename decltype(x_tag)::type;
         using Y = typename decltype(y_tag)::type;
         if constexpr (kRowsOptionsPair<X, Y>) {
-            return reinterpret_cast<const void*>(&general_rows_streamed_options<X, Y>);
+            return loads_ahead ? reinterpret_cast<const void*>(&general_rows_streamed_options<X, Y, true>)
+                               : reinterpret_cast<const void*>(&general_rows_streamed_options<X, Y, false>);
         } else {
             return nullptr;
         }
@@ -198,14 +234,16 @@ const void* general_rows_streamed_options_kernel(smxDataType_t x_dtype, smxDataT
 }
 
 const void* general_rows_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int threads_per_row,
-                                        int held_steps) {
+                                        int held_steps, bool loads_ahead) {
     return visit_any_dtype_pair(x_dtype, y_dtype, [&](auto x_tag, auto y_tag) -> const void* {
         using X = typename decltype(x_tag)::type;
         using Y = typename decltype(y_tag)::type;
         if constexpr (kRowsOptionsPair<X, Y>) {
             // A block's row has 2048+ elements (general.block_row_len): at least 2 steps.
-            if (threads_per_row == 32) return held_instance<X, Y, 32>(held_steps);
-            if (threads_per_row == kGeneralThreads && held_steps > 1) return held_instance<X, Y, kGeneralThreads>(held_steps);
+            if (threads_per_row == 32) return held_instance<X, Y, 32>(held_steps, loads_ahead);
+            if (threads_per_row == kGeneralThreads && held_steps > 1) {
+                return held_instance<X, Y, kGeneralThreads>(held_steps, loads_ahead);
+            }
             return nullptr;
         } else {
             return nullptr;

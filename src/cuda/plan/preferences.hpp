@@ -28,6 +28,7 @@ struct PlanPreferences {
     LongColumnsPreference long_columns = LongColumnsPreference::Rule;
     BackwardSpatialCopyPreference backward_spatial_copy = BackwardSpatialCopyPreference::Rule;
     bool batch_invariant_general = false;  // batch-invariant Rows problems on general_rows, not the held instances
+    bool batch_invariant_loads_in_order = false;  // general-rows loading, testing and converting one element at a time
     bool any_option_set = false;   // the fast row families' options instance of every kind (RowsOptionSet::Any)
     bool packed_options = true;    // block-regs' packed 64-value options instance (unmasked set, 16-bit x)
     BackwardSpatialRowsPreference backward_spatial_rows = BackwardSpatialRowsPreference::Rule;
