@@ -224,21 +224,10 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         bool loaded[kPacks];
         C held[kPackedHold ? 1 : kValues];  // widened values (packed hold: raw is what the thread holds)
-        if constexpr (kUnmaskedOptions<Input> && !kPackedHold) {
-            // The unmasked set: the plain widen, z = scale * x, -inf past the causal window (no mask to read).
-#pragma unroll
-            for (int p = 0; p < kPacks; ++p) {
-                loaded[p] = p * threads + tid < body_packs;
-                widen_pack(raw[p], &held[p * kPack]);
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    const C z = row_options.scale * held[p * kPack + k];
-                    held[p * kPack + k] = slice_index(p, k) < read_count ? z : neg_inf<C>();
-                }
-            }
-        } else if constexpr (LoadedMask::kLoaded) {
-            // The keep and additive sets: z = mask(scale * x) from the pack's loaded mask, -inf past the causal
-            // window (packs past it loaded neither x nor mask: their values are all replaced).
+        if constexpr ((kUnmaskedOptions<Input> || LoadedMask::kLoaded) && !kPackedHold) {
+            // The unmasked, keep and additive sets: the plain widen, z = mask(scale * x) with the pack's loaded
+            // mask (none for the unmasked set), -inf past the causal window (packs past it loaded nothing: their
+            // values are all replaced).
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 loaded[p] = p * threads + tid < body_packs;
