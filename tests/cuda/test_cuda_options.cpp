@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_helpers.hpp"
@@ -106,13 +107,12 @@ std::string options_plan_for_rows(smxHandle_t handle, smxDataType_t x_dtype, smx
 }
 
 // The option set (plan text " set=...") a fast row family's plan of `spec` names for x of `x_dtype`: the
-// mask's form on the warp family, unmasked or any on block-regs and grid-regs, and any wherever the
-// SMX_CUDA_OPTION_SET override asks for it.
-std::string expected_option_set(const OptionsSpec& spec, smxDataType_t x_dtype, const std::string& kind) {
+// mask's form on every fast family (warp, block-regs, grid-regs), and any wherever the SMX_CUDA_OPTION_SET
+// override asks for it.
+std::string expected_option_set(const OptionsSpec& spec, smxDataType_t x_dtype) {
     const char* forced = std::getenv("SMX_CUDA_OPTION_SET");
     if (forced != nullptr && std::string(forced) == "any") return "any";
     if (spec.mask == nullptr) return "unmasked";
-    if (kind != "warp") return "any";
     if (spec.mask->dtype == SMX_DTYPE_BOOL) return "keep";
     return spec.mask->dtype == x_dtype ? "additive" : "any";
 }
@@ -188,7 +188,7 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
             CHECK(kernel_kind(plan) == spec_kind);
             CHECK(plan.find(plan_part) != std::string::npos);
             if (spec_kind != "general") {
-                CHECK(plan.find(" set=" + expected_option_set(s, x_dtype, spec_kind)) != std::string::npos);
+                CHECK(plan.find(" set=" + expected_option_set(s, x_dtype)) != std::string::npos);
             }
             if (!not_packed) CHECK(plan.find(unmasked_plan_part) != std::string::npos);
         }
@@ -309,8 +309,7 @@ TEST_CASE("cuda options: each option set's instances on the benchmark's row leng
     };
     // Warp rows of 32, 128, 512 and 1024 (32 lanes of 32 values: the bounded instances) and block-regs rows of
     // one CTA and of a cluster, in the lastdim grid's pairs. Every spec of check_every_option_on_rows names its
-    // set: unmasked (scale, causal), keep, additive (x's dtype) or any (an f32 mask on 16-bit x; every mask
-    // on block-regs).
+    // set: unmasked (scale, causal), keep, additive (x's dtype) or any (an f32 mask on 16-bit x).
     const Case cases[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 40, 32, "warp"},       {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 40, 128, "warp"},
                           {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 12, 512, "warp"},    {SMX_DTYPE_F32, SMX_DTYPE_F32, 12, 1024, "warp"},
                           {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 12, 1024, "warp"},   {SMX_DTYPE_F32, SMX_DTYPE_F32, 5, 4096, "block-regs"},
@@ -367,6 +366,60 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
             const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, &scale);
             INFO("unpacked | plain: " << plain << " | options: " << plan);
             CHECK(plan.find("values=64") == std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("cuda options: masks on the lastdim grid's block-regs rows plan the keep and additive sets",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // The benchmark's block-regs shapes (bench/, --group lastdim). A boolean mask and an additive mask of x's
+    // dtype plan their own set on plain's family; f32 x's keep and additive sets have no 32-value instance (x and
+    // its mask outgrow 64 registers a thread), so they plan 8 or 16 values. The override plans the any set, as
+    // before.
+    struct Case {
+        std::int64_t rows, row_len;
+    };
+    const Case cases[] = {{65536, 2048}, {16384, 4096}, {8192, 8192},  {4096, 16384},
+                          {8192, 32000}, {8192, 50257}, {4096, 128256}};
+    for (const Case& c : cases) {
+        for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32}) {
+            const std::string plain = plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len);
+            const HostTensor keep_mask = make_tensor(SMX_DTYPE_BOOL, {c.rows, c.row_len});
+            const HostTensor additive_mask = make_tensor(dtype, {c.rows, c.row_len});
+            OptionsSpec keep, additive;
+            keep.mask = &keep_mask;
+            additive.mask = &additive_mask;
+            for (const OptionsSpec* spec : {&keep, &additive}) {
+                const std::string set = spec == &keep ? " set=keep" : " set=additive";
+                const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
+                INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
+                CHECK(kernel_kind(plan) == kernel_kind(plain));
+                CHECK(plan.find(set) != std::string::npos);
+                if (dtype == SMX_DTYPE_F32) CHECK(plan.find("values=32") == std::string::npos);
+                ScopedEnvironment any("SMX_CUDA_OPTION_SET", "any");
+                const std::string old_form = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
+                INFO("any: " << old_form);
+                CHECK(old_form.find(" set=any") != std::string::npos);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: the keep and additive sets on block-regs for every pair, 8 to 32 values a thread",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // Rows the search gives 8 or 16 values (1100; 2049, odd: a mask shared by every row is read element by
+    // element), 32 values where the pair has them (6000) and a cluster (40000), for each pair with options
+    // instances: every spec of check_every_option_on_rows, whose masked specs name set=keep or set=additive
+    // (an f32 mask on 16-bit x: any). Clusters forced, as three rows would take grid-regs.
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
+    const std::pair<smxDataType_t, smxDataType_t> pairs[] = {
+        {SMX_DTYPE_F32, SMX_DTYPE_F32},   {SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+        {SMX_DTYPE_F16, SMX_DTYPE_F16},   {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F32}};
+    for (const auto& [x_dtype, y_dtype] : pairs) {
+        for (std::int64_t n : {std::int64_t{1100}, std::int64_t{2049}, std::int64_t{6000}, std::int64_t{40000}}) {
+            check_every_option_on_rows(handle.get(), x_dtype, y_dtype, 3, n, "block-regs");
         }
     }
 }

@@ -142,6 +142,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         const auto slice_index = [&](int p, int k) { return head + (p * threads + tid) * kPack + k; };
         // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
         Packed<X, kPack> raw[kPacks];
+        // The keep and additive sets' mask packs, loaded with x's (empty for other inputs).
+        using LoadedMask = LoadedMaskPack<Input, kPack>;
+        typename LoadedMask::Pack mask_packs[kPacks];
         if constexpr (kStagedSteps) {
             __shared__ std::uint64_t stage_landed;                        // the staged slice's bytes have landed
             extern __shared__ __align__(16) unsigned char step_stage[];  // the staged slice's packs
@@ -172,6 +175,17 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             if (tid == 0 && step + 1 < steps) {
                 bulk_copy_after_reads();
                 stage(step + 1);
+            }
+        } else if constexpr (LoadedMask::kLoaded) {
+            const auto read_mask_pack = mask_pack_reader<typename LoadedMask::Pack, typename LoadedMask::Element, kPack>(
+                row_options.mask_row, slice_begin + head);
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                const int pack = p * threads + tid;
+                if (pack < body_packs && slice_index(p, 0) < read_count) {
+                    raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                    mask_packs[p] = read_mask_pack(pack);
+                }
             }
         } else if constexpr (Input::kPerRow) {
 #pragma unroll
@@ -210,15 +224,17 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         bool loaded[kPacks];
         C held[kPackedHold ? 1 : kValues];  // widened values (packed hold: raw is what the thread holds)
-        if constexpr (kUnmaskedOptions<Input> && !kPackedHold) {
-            // The unmasked set: the plain widen, z = scale * x, -inf past the causal window (no mask to read).
+        if constexpr ((kUnmaskedOptions<Input> || LoadedMask::kLoaded) && !kPackedHold) {
+            // The unmasked, keep and additive sets: the plain widen, z = mask(scale * x) with the pack's loaded
+            // mask (none for the unmasked set), -inf past the causal window (packs past it loaded nothing: their
+            // values are all replaced).
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 loaded[p] = p * threads + tid < body_packs;
                 widen_pack(raw[p], &held[p * kPack]);
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) {
-                    const C z = row_options.scale * held[p * kPack + k];
+                    const C z = mask_packs[p](row_options.scale * held[p * kPack + k], k);
                     held[p * kPack + k] = slice_index(p, k) < read_count ? z : neg_inf<C>();
                 }
             }
@@ -492,6 +508,13 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_options_packed(cons
     block_regs_modes<X, Y, 64, false, RowsOptionsInput<RowsOptionSet::Unmasked, X>>(args);
 }
 
+// Whether the options instance of set kSet has a 32-value form: f16 -> f32's options forms spill there
+// (docs/cuda-kernels.md, "Options instances"), and so do the keep and additive sets' on f32 x, whose 32 values
+// and loaded mask outgrow 64 registers (docs/cuda-kernels.md, "Masks loaded with x").
+template <class X, class Y, RowsOptionSet kSet>
+constexpr bool kOptionsHold32 = !(std::is_same_v<X, __half> && std::is_same_v<Y, float>) &&
+                                (sizeof(X) == 2 || !LoadedMaskPack<RowsOptionsInput<kSet, X>, 4>::kLoaded);
+
 // The options instance of `values_per_thread` for `set` (8, 16 and 32 values; 64 for the unmasked set of
 // 16-bit x).
 template <class X, class Y, RowsOptionSet kSet>
@@ -500,8 +523,7 @@ const void* block_regs_options_instance(int values_per_thread) {
         case 8: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 8, kSet>);
         case 16: return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 16, kSet>);
         case 32:
-            // f16 -> f32's options form spills at 32 values (docs/cuda-kernels.md, "Options instances").
-            if constexpr (!(std::is_same_v<X, __half> && std::is_same_v<Y, float>)) {
+            if constexpr (kOptionsHold32<X, Y, kSet>) {
                 return reinterpret_cast<const void*>(&block_regs_softmax_options<X, Y, 32, kSet>);
             }
             return nullptr;
@@ -515,16 +537,15 @@ const void* block_regs_options_instance(int values_per_thread) {
 }
 
 // The plain kernel of `values_per_thread`, or with kOptions its options instance for `set` (pairs of
-// kRowsOptionsPair, 8, 16 and 32 values, 64 for the unmasked set of 16-bit x): the unmasked or the any set
-// (block_regs_option_set).
+// kRowsOptionsPair, 8, 16 and 32 values, 64 for the unmasked set of 16-bit x).
 template <class X, class Y, bool kOptions = false>
 const void* block_regs_instance(int values_per_thread, RowsOptionSet set = RowsOptionSet::Any) {
     if constexpr (kOptions && !kRowsOptionsPair<X, Y>) {
         return nullptr;
     } else if constexpr (kOptions) {
-        return block_regs_option_set(set) == RowsOptionSet::Unmasked
-                   ? block_regs_options_instance<X, Y, RowsOptionSet::Unmasked>(values_per_thread)
-                   : block_regs_options_instance<X, Y, RowsOptionSet::Any>(values_per_thread);
+        return visit_option_set(set, [values_per_thread](auto set_tag) {
+            return block_regs_options_instance<X, Y, decltype(set_tag)::value>(values_per_thread);
+        });
     } else {
         switch (values_per_thread) {
             case 8: return reinterpret_cast<const void*>(&block_regs_softmax<X, Y, 8>);

@@ -250,17 +250,25 @@ struct MaskPackReader {
     }
 };
 
+// The reader of a row's mask packs of type Pack (elements M) for the body of a slice from row element
+// body_begin on (a 16-byte boundary of x): its groups are aligned as x's packs when the first one is aligned to
+// a whole unit.
+template <class Pack, class M, int kPack>
+__device__ __forceinline__ MaskPackReader<Pack, M, kPack> mask_pack_reader(const unsigned char* mask_row,
+                                                                          std::int64_t body_begin) {
+    const M* mask_body = reinterpret_cast<const M*>(mask_row) + body_begin;
+    const bool vector = reinterpret_cast<std::uintptr_t>(mask_body) % MaskGroup<M, kPack>::kUnitBytes == 0;
+    return {mask_body, vector};
+}
+
 // Calls body(reader) with the reader of the row's mask kind and type (uniform per launch: one loop per kind
-// rather than a test per element; block-regs' any set) for the body of a slice from row element body_begin on
-// (a 16-byte boundary of x): its groups are aligned as x's packs when the first one is aligned to a whole unit.
+// rather than a test per element; block-regs' any set) for the body of a slice from row element body_begin on.
 template <int kPack, class C, RowsOptionSet kSet, class X, class Body>
 __device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C, kSet, X>& row, std::int64_t body_begin, const Body& body) {
     const auto typed = [&](auto pack_tag, auto type_tag) {
         using Pack = typename decltype(pack_tag)::type;
         using M = typename decltype(type_tag)::type;
-        const M* mask_body = reinterpret_cast<const M*>(row.mask_row) + body_begin;
-        const bool vector = reinterpret_cast<std::uintptr_t>(mask_body) % MaskGroup<M, kPack>::kUnitBytes == 0;
-        body(MaskPackReader<Pack, M, kPack>{mask_body, vector});
+        body(mask_pack_reader<Pack, M, kPack>(row.mask_row, body_begin));
     };
     if (row.options.mask_kind == 0) {
         typed(TypeTag<NoMaskPack>{}, TypeTag<unsigned char>{});
@@ -348,6 +356,28 @@ template <class Input>
 constexpr bool kUnmaskedOptions = false;
 template <class X>
 constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X>> = true;
+
+// The mask packs block-regs loads together with x's packs for an input (kLoaded): the keep set's bytes and the
+// additive set's elements of x's dtype, so a pack's mask is in flight with its values rather than requested
+// when the pack is widened. Other inputs load none (NoMaskPack: empty).
+template <class Input, int kPack>
+struct LoadedMaskPack {
+    static constexpr bool kLoaded = false;
+    using Pack = NoMaskPack;
+    using Element = unsigned char;
+};
+template <class X, int kPack>
+struct LoadedMaskPack<RowsOptionsInput<RowsOptionSet::Keep, X>, kPack> {
+    static constexpr bool kLoaded = true;
+    using Pack = KeepMaskPack<kPack>;
+    using Element = unsigned char;
+};
+template <class X, int kPack>
+struct LoadedMaskPack<RowsOptionsInput<RowsOptionSet::AdditiveOfX, X>, kPack> {
+    static constexpr bool kLoaded = true;
+    using Pack = AdditiveMaskPack<X, kPack>;
+    using Element = X;
+};
 
 // Whether a fast family's row writes empty_row_value (never for inputs without per-row options).
 template <class Input, class C>

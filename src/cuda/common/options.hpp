@@ -79,12 +79,6 @@ constexpr int kRowsOptionSets = 4;
 // The set of a problem's options on the fast row families (x_dtype: the problem's x), or Any where force_any
 // (the debugging override SMX_CUDA_OPTION_SET=any, preferences.hpp).
 RowsOptionSet rows_option_set(const SoftmaxOptions& options, smxDataType_t x_dtype, bool force_any);
-// The set whose instances block-regs and grid-regs run: the unmasked set's own, the any set's for every mask
-// (their keep and additive forms spilled at 32 values where the any set's did not: docs/cuda-kernels.md,
-// "Option sets").
-constexpr RowsOptionSet block_regs_option_set(RowsOptionSet set) {
-    return set == RowsOptionSet::Unmasked ? RowsOptionSet::Unmasked : RowsOptionSet::Any;
-}
 // The set's name in plan texts ("unmasked", "keep", "additive", "any").
 const char* option_set_name(RowsOptionSet set);
 

@@ -129,8 +129,7 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, Famil
 // clusters where a cluster holds the row.
 // The others (grid-regs steps, split-row, block-online), and a configuration the options instances cannot
 // take, run on the general family. The plan text names the options after the family, then the option set its
-// instance is compiled for (set=unmasked, keep, additive or any: RowsOptionSet; block-regs and grid-regs:
-// unmasked or any, block_regs_option_set).
+// instance is compiled for (set=unmasked, keep, additive or any: RowsOptionSet).
 smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
     SoftmaxInfo plain = info;
     plain.options = SoftmaxOptions{};
@@ -161,9 +160,7 @@ smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& contex
     }
     if (!planned) return cuda::plan_general_options(info, context, plan);  // its text names the options
     plan->text += describe(info.options);
-    const cuda::RowsOptionSet set = cuda::rows_option_set_for(info, context);
-    const cuda::RowsOptionSet run = family == RowsFamily::Warp ? set : cuda::block_regs_option_set(set);
-    plan->text += fmt::format(" set={}", cuda::option_set_name(run));
+    plan->text += fmt::format(" set={}", cuda::option_set_name(cuda::rows_option_set_for(info, context)));
     return SMX_STATUS_SUCCESS;
 }
 
