@@ -270,43 +270,19 @@ TEST_CASE("cuda backward: rows around the plan boundaries match the reference an
     CHECK(saw_cluster);
 }
 
-TEST_CASE("cuda backward: dy and y of every fast dtype run 32 values per thread in a cluster (8192 x 50257-like rows)",
+TEST_CASE("cuda backward: 16-bit dy and y run 32 values per thread in a cluster (8192 x 50257-like rows)",
           "[cuda][backward]") {
     CudaHandle handle;
-    // 50257 elements need 4 (16-bit) or 9 (f32, at 2 CTAs per SM) CTAs of 32 values; 8 or 16 values a thread
-    // would fill the slots fuller and win the search on utilization alone. 3 rows with the cluster form forced
-    // (too few rows would pick the grid form).
-    for (smxDataType_t value : kFastDtypes) {
-        for (smxDataType_t gradient : kFastDtypes) {
+    // 50257 elements need 4 CTAs; at 16 values a thread the slots would be fuller (800 threads) and win the search
+    // on utilization alone. 3 rows with the cluster form forced (too few rows would pick the grid form).
+    for (smxDataType_t value : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        for (smxDataType_t gradient : {value, SMX_DTYPE_F32}) {
             for (bool log_mode : {false, true}) {
                 BackwardCase c = make_rows_case(value, gradient, 3, 50257, log_mode);
                 const std::string plan = check_backward_with_long_rows(handle.get(), c, "cluster");
                 INFO("plan: " << plan);
                 CHECK(kernel_kind(plan) == "backward-regs");
                 CHECK(plan_value(plan, "cluster") > 1);
-                CHECK(plan_value(plan, "values") == 32);
-                CHECK(plan_value(plan, "ctas_per_sm") >= 2);
-            }
-        }
-    }
-}
-
-TEST_CASE("cuda backward: SMX_CUDA_BACKWARD_F32_CLUSTERS=any lets f32 dy and y clusters take fewer values",
-          "[cuda][backward]") {
-    CudaHandle handle;
-    // The search before the rule: at 50257 an 8- or 16-value CTA fills more of its slots than the 32-value one
-    // at 2 CTAs per SM, so it wins; 16-bit dy and y keep the rule's 32 values under the switch.
-    ScopedEnvironment any("SMX_CUDA_BACKWARD_F32_CLUSTERS", "any");
-    for (smxDataType_t value : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
-        for (bool log_mode : {false, true}) {
-            BackwardCase c = make_rows_case(value, SMX_DTYPE_BF16, 3, 50257, log_mode);
-            const std::string plan = check_backward_with_long_rows(handle.get(), c, "cluster");
-            INFO("plan: " << plan);
-            CHECK(kernel_kind(plan) == "backward-regs");
-            CHECK(plan_value(plan, "cluster") > 1);
-            if (value == SMX_DTYPE_F32) {
-                CHECK(plan_value(plan, "values") < 32);
-            } else {
                 CHECK(plan_value(plan, "values") == 32);
             }
         }

@@ -25,13 +25,11 @@ smxStatus_t regs_threads_for(const void* kernel, std::int64_t slice_len, int val
     return SMX_STATUS_SUCCESS;
 }
 
-// Instances of 8 and 16 values do not run in clusters where dy and y have a 32-value one: as in the forward
-// (regs_instance_clusters), they won on utilization alone and ran slower (performance.md, "8192x50257
-// with f32 dy and y"). For f32 dy and y, SMX_CUDA_BACKWARD_F32_CLUSTERS=any keeps the search before the rule.
-bool regs_instance_clusters(const SoftmaxBackwardInfo& info, const PlanContext& context, int values) {
-    if (values >= 32 || backward_regs_kernel(info.dy_dtype, info.dx_dtype, 32) == nullptr) return true;
-    return info.dy_dtype == SMX_DTYPE_F32 &&
-           context.preferences.backward_f32_clusters == BackwardF32ClustersPreference::Any;
+// Instances of 8 and 16 values do not run in clusters where 16-bit dy and y have a 32-value one: as in the
+// forward (regs_instance_clusters), they won on utilization alone and ran slower (performance.md#backward).
+bool regs_instance_clusters(const SoftmaxBackwardInfo& info, int values) {
+    return values >= 32 || dtype_size(info.dy_dtype) != 2 ||
+           backward_regs_kernel(info.dy_dtype, info.dx_dtype, 32) == nullptr;
 }
 
 int regs_min_threads(const PlanContext& context) {
@@ -64,7 +62,7 @@ smxStatus_t choose_backward_regs(const SoftmaxBackwardInfo& info, const PlanCont
         if ((cluster - 1) * slice_len >= info.row_len) continue;  // the last CTA would have nothing
         BackwardRegsChoice best;
         for (int values : kBackwardRegsValueCounts) {
-            if (cluster > 1 && !regs_instance_clusters(info, context, values)) continue;
+            if (cluster > 1 && !regs_instance_clusters(info, values)) continue;
             const void* kernel = backward_regs_kernel(info.dy_dtype, info.dx_dtype, values);
             if (kernel == nullptr) continue;
             int threads = 0;

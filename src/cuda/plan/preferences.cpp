@@ -49,9 +49,6 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow")) {
         preferences.backward_spatial_rows = BackwardSpatialRowsPreference::Narrow;
     }
-    if (variable_is("SMX_CUDA_BACKWARD_F32_CLUSTERS", "any")) {
-        preferences.backward_f32_clusters = BackwardF32ClustersPreference::Any;
-    }
     return preferences;
 }
 
