@@ -109,11 +109,12 @@ std::string options_plan_for_rows(smxHandle_t handle, smxDataType_t x_dtype, smx
 // The option set (plan text " set=...") a fast row family's plan of `spec` names for x of `x_dtype`: the
 // mask's form on every fast family (warp, block-regs, grid-regs), and any wherever the SMX_CUDA_OPTION_SET
 // override asks for it.
-std::string expected_option_set(const OptionsSpec& spec, smxDataType_t x_dtype) {
+std::string expected_option_set(const OptionsSpec& spec, smxDataType_t x_dtype, const std::string& kind) {
     const char* forced = std::getenv("SMX_CUDA_OPTION_SET");
     if (forced != nullptr && std::string(forced) == "any") return "any";
     if (spec.mask == nullptr) return "unmasked";
-    if (spec.mask->dtype == SMX_DTYPE_BOOL) return "keep";
+    // block-regs and grid-regs run a keep mask on f32 x with the any set (regs_option_set_for).
+    if (spec.mask->dtype == SMX_DTYPE_BOOL) return x_dtype == SMX_DTYPE_F32 && kind != "warp" ? "any" : "keep";
     return spec.mask->dtype == x_dtype ? "additive" : "any";
 }
 
@@ -188,7 +189,7 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
             CHECK(kernel_kind(plan) == spec_kind);
             CHECK(plan.find(plan_part) != std::string::npos);
             if (spec_kind != "general") {
-                CHECK(plan.find(" set=" + expected_option_set(s, x_dtype)) != std::string::npos);
+                CHECK(plan.find(" set=" + expected_option_set(s, x_dtype, spec_kind)) != std::string::npos);
             }
             if (!not_packed) CHECK(plan.find(unmasked_plan_part) != std::string::npos);
         }
@@ -374,9 +375,9 @@ TEST_CASE("cuda options: masks on the lastdim grid's block-regs rows plan the ke
           "[cuda][options]") {
     CudaHandle handle;
     // The benchmark's block-regs shapes (bench/, --group lastdim). A boolean mask and an additive mask of x's
-    // dtype plan their own set on plain's family; f32 x's keep and additive sets have no 32-value instance (x and
-    // its mask outgrow 64 registers a thread), so they plan 8 or 16 values. The override plans the any set, as
-    // before.
+    // dtype plan their own set on plain's family; f32 x's additive set has no 32-value instance (x and its mask
+    // outgrow 64 registers a thread), so it plans 8 or 16 values, and f32 x's keep mask stays on the any set. The
+    // override plans the any set, as before.
     struct Case {
         std::int64_t rows, row_len;
     };
@@ -391,12 +392,14 @@ TEST_CASE("cuda options: masks on the lastdim grid's block-regs rows plan the ke
             keep.mask = &keep_mask;
             additive.mask = &additive_mask;
             for (const OptionsSpec* spec : {&keep, &additive}) {
-                const std::string set = spec == &keep ? " set=keep" : " set=additive";
+                // A keep mask on f32 x stays on the any set (regs_option_set_for), at plain's 32 values.
+                const bool f32_keep = spec == &keep && dtype == SMX_DTYPE_F32;
+                const std::string set = f32_keep ? " set=any" : spec == &keep ? " set=keep" : " set=additive";
                 const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
                 INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
                 CHECK(kernel_kind(plan) == kernel_kind(plain));
                 CHECK(plan.find(set) != std::string::npos);
-                if (dtype == SMX_DTYPE_F32) CHECK(plan.find("values=32") == std::string::npos);
+                if (dtype == SMX_DTYPE_F32 && !f32_keep) CHECK(plan.find("values=32") == std::string::npos);
                 ScopedEnvironment any("SMX_CUDA_OPTION_SET", "any");
                 const std::string old_form = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
                 INFO("any: " << old_form);
@@ -412,7 +415,7 @@ TEST_CASE("cuda options: the keep and additive sets on block-regs for every pair
     // Rows the search gives 8 or 16 values (1100; 2049, odd: a mask shared by every row is read element by
     // element), 32 values where the pair has them (6000) and a cluster (40000), for each pair with options
     // instances: every spec of check_every_option_on_rows, whose masked specs name set=keep or set=additive
-    // (an f32 mask on 16-bit x: any). Clusters forced, as three rows would take grid-regs.
+    // (an f32 mask on 16-bit x, or a keep mask on f32 x: any). Clusters forced, as three rows would take grid-regs.
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
     const std::pair<smxDataType_t, smxDataType_t> pairs[] = {
         {SMX_DTYPE_F32, SMX_DTYPE_F32},   {SMX_DTYPE_F32, SMX_DTYPE_BF16}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16},

@@ -186,7 +186,7 @@ const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& co
     if (info.options.any()) {
         const bool packed_allowed = context.preferences.packed_options && block_regs_packed_options_apply(info.options);
         if (values == kPackedValues && !packed_allowed) return nullptr;
-        const RowsOptionSet set = rows_option_set_for(info, context);
+        const RowsOptionSet set = regs_option_set_for(info, context);
         return block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, values, set);
     }
     return block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);

@@ -160,7 +160,9 @@ smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& contex
     }
     if (!planned) return cuda::plan_general_options(info, context, plan);  // its text names the options
     plan->text += describe(info.options);
-    plan->text += fmt::format(" set={}", cuda::option_set_name(cuda::rows_option_set_for(info, context)));
+    const cuda::RowsOptionSet set = family == RowsFamily::Warp ? cuda::rows_option_set_for(info, context)
+                                                               : cuda::regs_option_set_for(info, context);
+    plan->text += fmt::format(" set={}", cuda::option_set_name(set));
     return SMX_STATUS_SUCCESS;
 }
 
@@ -179,10 +181,11 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const PlanContext& context, Fa
 // general family's (docs/design.md, "Softmax options").
 bool rows_take_options(const SoftmaxInfo& info, const PlanContext& context) {
     if (info.options.batch_invariant || !cuda::rows_options_apply(info, info.options)) return false;
-    const cuda::RowsOptionSet set = cuda::rows_option_set_for(info, context);
     if (info.row_len > cuda::kWarpMaxRowLen) {
+        const cuda::RowsOptionSet set = cuda::regs_option_set_for(info, context);
         return cuda::block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, 16, set) != nullptr;
     }
+    const cuda::RowsOptionSet set = cuda::rows_option_set_for(info, context);
     cuda::WarpShape shape{};
     const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
     return cuda::warp_softmax_options_kernel(info.x_dtype, info.y_dtype, shape_index, set) != nullptr;
