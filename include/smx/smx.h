@@ -236,11 +236,13 @@ SMX_API smxStatus_t smxSetSoftmaxCausal(smxSoftmaxOptions_t options, int enabled
 SMX_API smxStatus_t smxSetSoftmaxMaskedRows(smxSoftmaxOptions_t options, smxMaskedRows_t maskedRows);
 
 /** enabled 1: a row's result is the same bits whatever the number of rows, the row's position among them and
- *  the tensors' strides: it depends only on the row's values (and its scale and mask values), its length, the
- *  dtypes, the mode and which options are set, because the plan is chosen from those alone (docs/api.md says
- *  what it costs). 0 (the default): the fastest plan for each shape, whose results agree with one another
- *  within the documented tolerances, not bit for bit. Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT,
- *  _MODE (enabled other than 0 or 1). */
+ *  the plan the other rows would get: it depends only on the row's values (and its scale and mask values), its
+ *  length, the dtypes, the mode, which options are set and the layout (whether x, y and the mask are contiguous
+ *  along the axis; on CUDA also the row's start address modulo 16 bytes, which every row of a contiguous
+ *  tensor from an aligned allocation shares), because the plan is chosen from those alone. The same row in a
+ *  transposed x may give other bits (docs/api.md says why, and what it costs). 0 (the default): the fastest
+ *  plan for each shape, whose results agree with one another within the documented tolerances, not bit for
+ *  bit. Fails with SMX_STATUS_BAD_PARAM_NULL_POINTER, _OBJECT, _MODE (enabled other than 0 or 1). */
 SMX_API smxStatus_t smxSetSoftmaxBatchInvariant(smxSoftmaxOptions_t options, int enabled);
 
 /** smxCreateSoftmaxDescriptor with options (NULL: none, exactly smxCreateSoftmaxDescriptor). The options are

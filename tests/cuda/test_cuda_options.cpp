@@ -5,15 +5,17 @@
 // modes, NaN and infinities kept and excluded, causal windows (the spatial layout whose contiguous dim comes
 // first included), long rows (a block per row), in place, a CUDA graph, against the float64 options reference
 // the CPU backend is tested against; plans without options unchanged; batch invariance bit for bit across
-// row counts 1, 7, 64 and 4096, positions and layouts.
+// row counts 1 to 4096 and positions on the fast families, and across layouts on the general-rows kernels.
 #if SMX_TEST_WITH_CUDA
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,6 +107,9 @@ std::string options_plan_for_rows(smxHandle_t handle, smxDataType_t x_dtype, smx
     smxDestroySoftmaxDescriptor(softmax);
     return plan;
 }
+
+// A plan text without its grid, the one part that follows the row count.
+std::string without_grid(const std::string& plan) { return std::regex_replace(plan, std::regex(" grid=[^ ]*"), ""); }
 
 // The option set (plan text " set=...") a fast row family's plan of `spec` names for x of `x_dtype`: the
 // mask's form on every fast family (warp, block-regs, grid-regs), and any wherever the SMX_CUDA_OPTION_SET
@@ -537,8 +542,10 @@ TEST_CASE("cuda options: the problems the fast families leave to the general fam
     spec.mask = &padding;
     CHECK(check_options_on_device(handle.get(), y3, x3, 2, false, spec, &plan) == "");
     CHECK(kernel_kind(plan) == "general");
-    // Batch invariance keeps the general family's reduction order on every layout, so its plan's family
-    // is the same whatever the row count: on Rows, its held-values instance (the override: general_rows).
+    // Batch invariance: the rule plans these rows on the warp family, the same configuration for every row
+    // count; SMX_CUDA_BATCH_INVARIANT puts them on the general-rows kernels (loads ahead or in order) or the
+    // general kernel.
+    std::string first_plan;
     for (std::int64_t rows : {1, 7, 64, 4096}) {
         HostTensor xb = make_tensor(SMX_DTYPE_BF16, {rows, 1000});
         fill_random(xb, test_rng());
@@ -547,12 +554,16 @@ TEST_CASE("cuda options: the problems the fast families leave to the general fam
         spec.batch_invariant = true;
         REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
         INFO("rows " << rows << " | plan: " << plan);
-        CHECK(kernel_kind(plan) == "general-rows");
-        CHECK(plan.find("threads_per_row=32 held_steps=8 loads=ahead ") != std::string::npos);
-        {
-            ScopedEnvironment in_order("SMX_CUDA_BATCH_INVARIANT", "in-order");
+        CHECK(kernel_kind(plan) == "warp");
+        if (first_plan.empty()) first_plan = without_grid(plan);
+        CHECK(without_grid(plan) == first_plan);
+        const std::pair<const char*, const char*> overrides[] = {{"general-rows", "threads_per_row=32 held_steps=8 loads=ahead "},
+                                                                 {"in-order", "threads_per_row=32 held_steps=8 loads=in-order "}};
+        for (const auto& [value, shape] : overrides) {
+            ScopedEnvironment preference("SMX_CUDA_BATCH_INVARIANT", value);
             REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
-            CHECK(plan.find("threads_per_row=32 held_steps=8 loads=in-order ") != std::string::npos);
+            CHECK(kernel_kind(plan) == "general-rows");
+            CHECK(plan.find(shape) != std::string::npos);
         }
         ScopedEnvironment general("SMX_CUDA_BATCH_INVARIANT", "general");
         REQUIRE(run_options_on_device(handle.get(), yb, xb, 1, false, spec, &plan) == SMX_STATUS_SUCCESS);
@@ -733,51 +744,186 @@ TEST_CASE("cuda options: without options, with NULL options and with a scale of 
     }
 }
 
-TEST_CASE("cuda options: batch invariance, a row's bits the same for 1, 7, 64 and 4096 rows at any position and "
-          "in any layout",
+namespace {
+
+// The family the rule plans for a batch-invariant softmax over contiguous rows of n elements: the warp family
+// where a thread holds one row (f32 -> 16-bit rows of up to 16 elements are two to a thread), block-regs
+// where the row's bytes are a multiple of 16 (every row then starts 16-byte aligned) and a cluster holds it,
+// general-rows for the rest.
+std::string batch_invariant_family(smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t n) {
+    const std::int64_t x_size = static_cast<std::int64_t>(dtype_size(x_dtype));
+    if (n <= 1024) return x_size == 4 && dtype_size(y_dtype) == 2 && n <= 16 ? "general-rows" : "warp";
+    return (n * x_size) % 16 == 0 ? "block-regs" : "general-rows";  // the lengths tested here fit a cluster
+}
+
+// Copies row `from_row` of `from` into row `to_row` of `to` (contiguous (rows, n) tensors of one dtype).
+void copy_row(HostTensor& to, std::int64_t to_row, const HostTensor& from, std::int64_t from_row) {
+    const std::size_t bytes = static_cast<std::size_t>(to.shape.back()) * dtype_size(to.dtype);
+    std::memcpy(static_cast<unsigned char*>(to.data()) + static_cast<std::size_t>(to_row) * bytes,
+                static_cast<const unsigned char*>(from.data()) + static_cast<std::size_t>(from_row) * bytes, bytes);
+}
+
+// Copies every row of `from` into `to` (contiguous tensors of one shape and dtype, wherever their storage starts).
+void copy_rows(HostTensor& to, const HostTensor& from) {
+    for (std::int64_t r = 0; r < from.shape[0]; ++r) copy_row(to, r, from, r);
+}
+
+// A batch-invariant problem's operands at one row count: x with special rows, a keep mask, an additive mask of
+// x's dtype and a per-row scale, all random; place() puts the probe's row of each at a position.
+struct InvariantBatch {
+    HostTensor x, keep, additive, scale;
+
+    InvariantBatch(smxDataType_t x_dtype, std::int64_t rows, std::int64_t n)
+        : x(make_tensor(x_dtype, {rows, n})),
+          keep(random_keep_mask({rows, n}, test_rng(), 0.9)),
+          additive(random_additive_mask(x_dtype, {rows, n}, test_rng())),
+          scale(make_tensor(SMX_DTYPE_F32, {rows})) {
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        fill_random(scale, test_rng(), 2.0);
+    }
+
+    // The probe's rows at `position` (`probe` is an InvariantBatch of one row); the row sharing a thread pair
+    // with it (position ^ 1) all -inf, so a neighbour that changed how the probe's row is computed shows.
+    void place(const InvariantBatch& probe, std::int64_t position) {
+        copy_row(x, position, probe.x, 0);
+        copy_row(keep, position, probe.keep, 0);
+        copy_row(additive, position, probe.additive, 0);
+        scale.set(position, probe.scale.get(0));
+        const std::int64_t rows = x.shape[0];
+        const std::int64_t n = x.shape[1];
+        const std::int64_t partner = position ^ 1;
+        if (partner < rows) {
+            for (std::int64_t j = 0; j < n; ++j) x.set(partner * n + j, -kInf);
+        }
+    }
+
+    // The options of variant `v` (0: batch invariance alone; 1: with the keep mask and masked rows zero; 2: with
+    // the additive mask and the per-row scale).
+    OptionsSpec spec(int v) const {
+        OptionsSpec spec;
+        spec.batch_invariant = true;
+        if (v == 1) {
+            spec.mask = &keep;
+            spec.zero_rows = true;
+        }
+        if (v == 2) {
+            spec.mask = &additive;
+            spec.scale_tensor = &scale;
+        }
+        return spec;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("cuda options: batch invariance, a row's bits and plan the same for 1, 2, 7, 64 and 4096 rows at any "
+          "position, either side of every family and cluster bound",
           "[cuda][options]") {
     CudaHandle handle;
-    auto& rng = test_rng();
-    for (std::int64_t n : {1, 33, 1000, 2048, 5000, 70000}) {
-        for (smxDataType_t x_dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F32}) {
-            HostTensor probe = make_tensor(x_dtype, {n});
-            fill_random(probe, rng);
-            const HostTensor keep = random_keep_mask({n}, test_rng(), 0.9);
-            for (int variant = 0; variant < 4; ++variant) {
-                const bool log_mode = variant % 2 == 1;
-                const bool masked = variant >= 2;  // batch invariance alone, then with a mask
-                std::vector<unsigned char> first_bits;
-                for (std::int64_t rows : {1, 7, 64, 4096}) {
-                    if (rows * n > (std::int64_t{1} << 26)) continue;
-                    for (std::int64_t position : {std::int64_t{0}, rows / 2, rows - 1}) {
-                        for (bool transposed : {false, true}) {
-                            if (transposed && rows == 4096) continue;  // column-major rows: the smaller batches
-                            // Column-major rows (the axis strided) for the second layout.
-                            const std::vector<std::int64_t> strides =
-                                transposed ? std::vector<std::int64_t>{1, rows} : std::vector<std::int64_t>{};
-                            HostTensor x = make_tensor(x_dtype, {rows, n}, strides);
-                            fill_random(x, rng);
-                            for (std::int64_t j = 0; j < n; ++j) x.set(position * x.strides[0] + j * x.strides[1], probe.get(j));
-                            HostTensor y = make_tensor(SMX_DTYPE_F32, {rows, n}, strides);
-                            OptionsSpec spec;
-                            spec.batch_invariant = true;
-                            if (masked) spec.mask = &keep;
+    struct Pair {
+        smxDataType_t x, y;
+    };
+    const Pair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                          {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
+    // The warp family's shapes (1 to 1024: its bound), block-regs on one CTA and in clusters of 2 to 16 (2048 to
+    // 128256), rows whose bytes are not a multiple of 16 (33, 127, 1025, 4097, 50257, 300001: general-rows
+    // past 1024) and rows longer than any cluster holds (300001).
+    const std::int64_t lengths[] = {1, 32, 33, 127, 1024, 1025, 2048, 4097, 16384, 32000, 50257, 70000, 128256, 300001};
+    constexpr int kVariants = 3;
+    for (const Pair& pair : pairs) {
+        for (std::int64_t n : lengths) {
+            // f32 -> bf16 on the warp family's lengths, where its rows of up to 16 elements are two to a thread.
+            if (pair.x == SMX_DTYPE_F32 && pair.y == SMX_DTYPE_BF16 && n > 1024) continue;
+            const InvariantBatch probe(pair.x, 1, n);
+            const std::string family = batch_invariant_family(pair.x, pair.y, n);
+            std::vector<unsigned char> first_bits[2][kVariants];
+            std::string first_plan[2][kVariants];
+            for (std::int64_t rows : {1, 2, 7, 64, 4096}) {
+                if (rows * n > (std::int64_t{1} << 26)) continue;
+                InvariantBatch batch(pair.x, rows, n);
+                std::vector<std::int64_t> positions = {0, rows / 2, rows - 1};
+                positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+                for (std::int64_t position : positions) {
+                    batch.place(probe, position);
+                    for (int v = 0; v < kVariants; ++v) {
+                        for (bool log_mode : {false, true}) {
+                            HostTensor y = make_tensor(pair.y, {rows, n});
                             std::string plan;
-                            REQUIRE(run_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan) == SMX_STATUS_SUCCESS);
-                            std::vector<unsigned char> bits(static_cast<std::size_t>(n) * 4);
-                            for (std::int64_t j = 0; j < n; ++j) {
-                                const float value = static_cast<float>(y.get(position * y.strides[0] + j * y.strides[1]));
-                                std::memcpy(&bits[static_cast<std::size_t>(j) * 4], &value, 4);
+                            REQUIRE(run_options_on_device(handle.get(), y, batch.x, 1, log_mode, batch.spec(v), &plan) ==
+                                    SMX_STATUS_SUCCESS);
+                            HostTensor row = make_tensor(pair.y, {1, n});
+                            copy_row(row, 0, y, position);
+                            const auto* bytes = static_cast<const unsigned char*>(row.data());
+                            const std::vector<unsigned char> bits(bytes, bytes + n * static_cast<std::int64_t>(dtype_size(pair.y)));
+                            INFO(dtype_name(pair.x) << "->" << dtype_name(pair.y) << " n " << n << describe_spec(batch.spec(v))
+                                                    << (log_mode ? " log" : "") << " rows " << rows << " position "
+                                                    << position << " | plan: " << plan);
+                            CHECK(kernel_kind(plan) == family);
+                            std::vector<unsigned char>& first = first_bits[log_mode][v];
+                            if (first.empty()) {
+                                first = bits;
+                                first_plan[log_mode][v] = without_grid(plan);
+                            } else {
+                                CHECK(bits == first);
+                                CHECK(without_grid(plan) == first_plan[log_mode][v]);
                             }
-                            INFO("n " << n << " " << dtype_name(x_dtype) << (log_mode ? " log" : "") << (masked ? " masked" : "") << " rows " << rows
-                                      << " position " << position << (transposed ? " transposed" : "") << " | plan: " << plan);
-                            // Rows take the general-rows kernels (held values, or streamed past 16384 elements); a
-                            // column-major x of one row or one column is still contiguous along the axis.
-                            const bool strided = transposed && rows > 1 && n > 1;
-                            CHECK(kernel_kind(plan) == (strided ? "general" : "general-rows"));
-                            if (first_bits.empty()) first_bits = bits;
-                            else CHECK(bits == first_bits);
                         }
+                    }
+                }
+            }
+            // And the values against the float64 reference, special rows included.
+            InvariantBatch checked(pair.x, 7, n);
+            for (int v = 0; v < kVariants; ++v) {
+                for (bool log_mode : {false, true}) {
+                    HostTensor y = make_tensor(pair.y, {7, n});
+                    CHECK_OPTIONS(handle.get(), y, checked.x, 1, log_mode, checked.spec(v));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: batch invariance on the warp family and general-rows, the same bits at an address off "
+          "16 bytes (element-wise loads instead of vectors)",
+          "[cuda][options]") {
+    CudaHandle handle;
+    struct Pair {
+        smxDataType_t x, y;
+    };
+    const Pair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32}, {SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32}};
+    // Warp rows whose packs are whole (32, 1024) and not (33, 127), general-rows' (1025, 4097). Block-regs rows
+    // are left out: it peels the elements before a row's first 16-byte boundary, so its bits follow the
+    // address's phase (docs/api.md).
+    for (const Pair& pair : pairs) {
+        for (std::int64_t n : {32, 33, 127, 1024, 1025, 4097}) {
+            const InvariantBatch batch(pair.x, 5, n);
+            for (int v = 0; v < 3; ++v) {
+                for (bool log_mode : {false, true}) {
+                    std::vector<unsigned char> first_bits;
+                    for (std::int64_t front : {0, 1}) {
+                        // The same operands one element past an aligned start (x, the mask and y).
+                        HostTensor x = make_tensor(pair.x, {5, n}, {}, front);
+                        copy_rows(x, batch.x);
+                        HostTensor keep = make_tensor(SMX_DTYPE_BOOL, {5, n}, {}, front);
+                        copy_rows(keep, batch.keep);
+                        HostTensor additive = make_tensor(pair.x, {5, n}, {}, front);
+                        copy_rows(additive, batch.additive);
+                        OptionsSpec spec = batch.spec(v);
+                        if (spec.mask == &batch.keep) spec.mask = &keep;
+                        if (spec.mask == &batch.additive) spec.mask = &additive;
+                        HostTensor y = make_tensor(pair.y, {5, n}, {}, front);
+                        std::string plan;
+                        REQUIRE(run_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan) == SMX_STATUS_SUCCESS);
+                        const auto* bytes = static_cast<const unsigned char*>(y.data());
+                        const std::vector<unsigned char> bits(bytes, bytes + 5 * n * static_cast<std::int64_t>(dtype_size(pair.y)));
+                        INFO(dtype_name(pair.x) << "->" << dtype_name(pair.y) << " n " << n << describe_spec(spec)
+                                                << (log_mode ? " log" : "") << " front " << front << " | plan: " << plan);
+                        CHECK(kernel_kind(plan) == batch_invariant_family(pair.x, pair.y, n));
+                        if (first_bits.empty()) first_bits = bits;
+                        else CHECK(bits == first_bits);
                     }
                 }
             }
@@ -787,9 +933,10 @@ TEST_CASE("cuda options: batch invariance, a row's bits the same for 1, 7, 64 an
 
 namespace {
 
-// Layouts of one batch-invariant problem whose plans differ: the Rows held-values instance (loads ahead), the
-// same with the loads in order (the override), the general kernel on the same rows (the override) and on
-// column-major rows (the General layout).
+// Layouts of one batch-invariant problem whose plans differ: the Rows held-values instance (loads ahead: the
+// general-rows override, which the rule took before the fast families), the same with the loads in order (the
+// in-order override), the general kernel on the same rows (the general override) and on column-major rows (the
+// General layout).
 enum class InvariantLayout { Held, HeldInOrder, GeneralOverride, Transposed };
 
 // The bits (as float32) of row `position` of a (rows, n) batch-invariant softmax whose row `position` is
@@ -811,6 +958,9 @@ std::vector<std::uint32_t> invariant_row_bits(smxHandle_t handle, const HostTens
     spec.batch_invariant = true;
     HostTensor y = make_tensor(y_dtype, {rows, n}, strides);
     std::optional<ScopedEnvironment> preference;
+    // Column-major x is General, but of one column Rows: general-rows then too.
+    const bool general_rows = layout == InvariantLayout::Held || layout == InvariantLayout::Transposed;
+    if (general_rows) preference.emplace("SMX_CUDA_BATCH_INVARIANT", "general-rows");
     if (layout == InvariantLayout::GeneralOverride) preference.emplace("SMX_CUDA_BATCH_INVARIANT", "general");
     if (layout == InvariantLayout::HeldInOrder) preference.emplace("SMX_CUDA_BATCH_INVARIANT", "in-order");
     REQUIRE(run_options_on_device(handle, y, x, 1, log_mode, spec, plan) == SMX_STATUS_SUCCESS);
@@ -824,8 +974,8 @@ std::vector<std::uint32_t> invariant_row_bits(smxHandle_t handle, const HostTens
 
 }  // namespace
 
-TEST_CASE("cuda options: batch invariance on the held-values instances, either side of every held-steps bound, "
-          "with every option, bit for bit against the general kernel",
+TEST_CASE("cuda options: batch invariance on the held-values instances (SMX_CUDA_BATCH_INVARIANT=general-rows), "
+          "either side of every held-steps bound, with every option, bit for bit against the general kernel",
           "[cuda][options]") {
     CudaHandle handle;
     struct Pair {
@@ -889,6 +1039,7 @@ TEST_CASE("cuda options: batch invariance on the held-values instances, either s
                     }
                 }
                 // And the held instance's values against the float64 reference.
+                ScopedEnvironment general_rows("SMX_CUDA_BATCH_INVARIANT", "general-rows");
                 HostTensor x = make_tensor(pair.x, {7, n});
                 fill_random(x, test_rng());
                 add_special_rows(x);
@@ -904,31 +1055,40 @@ TEST_CASE("cuda options: batch invariance on the held-values instances, either s
     }
 }
 
-TEST_CASE("cuda options: the general-rows kernels on small batch-invariant problems, against the reference",
+TEST_CASE("cuda options: small batch-invariant problems on each family the rule takes and on the general-rows "
+          "kernels, against the reference",
           "[cuda][options][sanitize]") {
     CudaHandle handle;
-    // A warp's held row, a block's held row, and a streamed row of three windows; rows not filling a block.
-    for (std::int64_t n : {45, 2500, 16385}) {
-        for (smxDataType_t x_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
-            HostTensor x = make_tensor(x_dtype, {3, n});
-            fill_random(x, test_rng());
-            add_special_rows(x);
-            HostTensor scale = make_tensor(SMX_DTYPE_F32, {3});
-            fill_random(scale, test_rng(), 2.0);
-            const HostTensor keep = random_keep_mask({3, n}, test_rng(), 0.7);
-            HostTensor y = make_tensor(x_dtype, {3, n});
-            for (bool log_mode : {false, true}) {
-                OptionsSpec spec;
-                spec.batch_invariant = true;
-                spec.scale_tensor = &scale;
-                spec.mask = &keep;
-                spec.zero_rows = log_mode;
-                std::string plan;
-                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
-                INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
-                CHECK(mismatch == "");
-                CHECK(kernel_kind(plan) == "general-rows");
-                CHECK(plan.find(" loads=ahead ") != std::string::npos);  // the structure the sanitizers check
+    // The rule: a warp's row (45), block-regs (2048; 2500 of f32), general-rows (2500 of bf16: 5000 bytes, and
+    // 16385); the general-rows override: a warp's held row, a block's held row, and a streamed row of three
+    // windows. Rows not filling a block.
+    for (bool general_rows : {false, true}) {
+        std::optional<ScopedEnvironment> preference;
+        if (general_rows) preference.emplace("SMX_CUDA_BATCH_INVARIANT", "general-rows");
+        for (std::int64_t n : {45, 2048, 2500, 16385}) {
+            for (smxDataType_t x_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+                HostTensor x = make_tensor(x_dtype, {3, n});
+                fill_random(x, test_rng());
+                add_special_rows(x);
+                HostTensor scale = make_tensor(SMX_DTYPE_F32, {3});
+                fill_random(scale, test_rng(), 2.0);
+                const HostTensor keep = random_keep_mask({3, n}, test_rng(), 0.7);
+                HostTensor y = make_tensor(x_dtype, {3, n});
+                for (bool log_mode : {false, true}) {
+                    OptionsSpec spec;
+                    spec.batch_invariant = true;
+                    spec.scale_tensor = &scale;
+                    spec.mask = &keep;
+                    spec.zero_rows = log_mode;
+                    std::string plan;
+                    const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+                    INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+                    CHECK(mismatch == "");
+                    const std::string family = general_rows ? "general-rows" : batch_invariant_family(x_dtype, x_dtype, n);
+                    CHECK(kernel_kind(plan) == family);
+                    // The structure the sanitizers check.
+                    if (family == "general-rows") CHECK(plan.find(" loads=ahead ") != std::string::npos);
+                }
             }
         }
     }

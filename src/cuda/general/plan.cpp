@@ -93,16 +93,18 @@ smxStatus_t plan_general(const SoftmaxInfo& info, const PlanContext& context, Fa
 
 namespace {
 
-// The general-rows kernel for a batch-invariant Rows problem: the held-values instance of the fewest held
-// steps covering every thread's share of the row (`held_steps=N` in the plan text), else the streamed one
-// (`window_steps=N`); nullptr where none applies (another layout or mask layout, a pair without instances,
-// or the override). Loads ahead (`loads=ahead`) unless the preference asks for the structure before them
+// The general-rows kernel for a batch-invariant Rows problem the fast families leave (softmax_plan.cpp) or the
+// general-rows preference sends here: the held-values instance of the fewest held steps covering every
+// thread's share of the row (`held_steps=N` in the plan text), else the streamed one (`window_steps=N`);
+// nullptr where none applies (another layout or mask layout, a pair without instances, or the general
+// override). Loads ahead (`loads=ahead`) unless the preference asks for the structure before them
 // (`loads=in-order`). `shape` receives the plan text's part naming the instance.
 const void* general_rows_kernel(const SoftmaxInfo& info, const PlanContext& context, int threads_per_row,
                                 std::string* shape) {
-    if (!info.options.batch_invariant || context.preferences.batch_invariant_general) return nullptr;
+    const BatchInvariantPreference preference = context.preferences.batch_invariant;
+    if (!info.options.batch_invariant || preference == BatchInvariantPreference::General) return nullptr;
     if (!rows_options_apply(info, info.options) || info.x.axis_stride != 1 || info.y.axis_stride != 1) return nullptr;
-    const bool loads_ahead = !context.preferences.batch_invariant_loads_in_order;
+    const bool loads_ahead = preference != BatchInvariantPreference::GeneralRowsInOrder;
     const char* loads = loads_ahead ? "ahead" : "in-order";
     const std::int64_t steps = ceil_div(info.row_len, std::int64_t{threads_per_row} * kGeneralUnroll);
     for (int held : kGeneralHeldSteps) {

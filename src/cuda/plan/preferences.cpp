@@ -42,8 +42,13 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_COPY", "registers")) {
         preferences.backward_spatial_copy = BackwardSpatialCopyPreference::Registers;
     }
-    preferences.batch_invariant_general = variable_is("SMX_CUDA_BATCH_INVARIANT", "general");
-    preferences.batch_invariant_loads_in_order = variable_is("SMX_CUDA_BATCH_INVARIANT", "in-order");
+    if (variable_is("SMX_CUDA_BATCH_INVARIANT", "general-rows")) {
+        preferences.batch_invariant = BatchInvariantPreference::GeneralRows;
+    }
+    if (variable_is("SMX_CUDA_BATCH_INVARIANT", "in-order")) {
+        preferences.batch_invariant = BatchInvariantPreference::GeneralRowsInOrder;
+    }
+    if (variable_is("SMX_CUDA_BATCH_INVARIANT", "general")) preferences.batch_invariant = BatchInvariantPreference::General;
     preferences.any_option_set = variable_is("SMX_CUDA_OPTION_SET", "any");
     preferences.packed_options = !variable_is("SMX_CUDA_OPTION_SET", "unpacked");
     if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow")) {

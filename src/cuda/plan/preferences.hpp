@@ -18,6 +18,11 @@ enum class BackwardSpatialCopyPreference { Rule, Sectors, Registers };
 // backward-spatial's tile rows: the rule (one CTA a tile down to 64-byte rows, clusters of 16 before rows
 // narrower than 64 bytes), or narrow (one CTA a tile down to 4 vectors, clusters of 8 before narrower rows).
 enum class BackwardSpatialRowsPreference { Rule, Narrow };
+// Where batch-invariant softmax problems run: the rule (Rows problems on the fast families' options instances
+// configured from the row length alone, the rest on general-rows or the general kernel), general-rows (every
+// Rows problem on the general-rows kernels, the rule before the fast families took them), the same with each
+// thread's loads in order, or general (every problem on the general kernel).
+enum class BatchInvariantPreference { Rule, GeneralRows, GeneralRowsInOrder, General };
 
 struct PlanPreferences {
     int warp_threads = 0;          // 0: the rule; 64 or 128: the warp kernel's CTA size
@@ -27,8 +32,7 @@ struct PlanPreferences {
     LongRowsPreference long_rows = LongRowsPreference::Rule;
     LongColumnsPreference long_columns = LongColumnsPreference::Rule;
     BackwardSpatialCopyPreference backward_spatial_copy = BackwardSpatialCopyPreference::Rule;
-    bool batch_invariant_general = false;  // batch-invariant Rows problems on general_rows, not the held instances
-    bool batch_invariant_loads_in_order = false;  // general-rows loading, testing and converting one element at a time
+    BatchInvariantPreference batch_invariant = BatchInvariantPreference::Rule;
     bool any_option_set = false;   // the fast row families' options instance of every kind (RowsOptionSet::Any)
     bool packed_options = true;    // block-regs' packed 64-value options instance (unmasked set, 16-bit x)
     BackwardSpatialRowsPreference backward_spatial_rows = BackwardSpatialRowsPreference::Rule;

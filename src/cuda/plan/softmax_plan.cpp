@@ -3,6 +3,8 @@
 // pointer). run() only binds the pointers and launches. Each family's own choices live in its folder.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -122,15 +124,17 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, Famil
     return SMX_STATUS_INTERNAL_ERROR;
 }
 
-// A Rows problem with options (rows_take_options): the family the plain problem would take decides, so options
-// move no crossover; warp, block-regs and grid-regs then run their options instance, configured by the same
-// search over the options instances (8, 16 and 32 values for block-regs and grid-regs; the packed 64 for the
-// unmasked set of 16-bit x). Grid-regs rows whose options configuration does not fit at once take block-regs'
-// clusters where a cluster holds the row.
-// The others (grid-regs steps, split-row, block-online), and a configuration the options instances cannot
-// take, run on the general family. The plan text names the options after the family, then the option set its
-// instance is compiled for (set=unmasked, keep, additive or any: RowsOptionSet).
-smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+// The option set a Rows problem's options instance is compiled for: the warp family's (rows it takes) or
+// block-regs' and grid-regs' (regs_option_set_for: f32 keep masks on the any set).
+cuda::RowsOptionSet rows_family_option_set(const SoftmaxInfo& info, const PlanContext& context) {
+    return info.row_len <= cuda::kWarpMaxRowLen ? cuda::rows_option_set_for(info, context)
+                                                : cuda::regs_option_set_for(info, context);
+}
+
+// The options instance of the family the plain problem takes (plan_rows_options); *planned is false where
+// that family has none or its configuration does not fit.
+smxStatus_t plan_rows_options_by_plain_family(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan,
+                                              bool* planned) {
     SoftmaxInfo plain = info;
     plain.options = SoftmaxOptions{};
     RowsFamily family{};
@@ -138,31 +142,84 @@ smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& contex
     cuda::GridRegsChoice grid_regs;
     cuda::GridRegsSteps steps;
     SMX_RETURN_IF_ERROR(choose_rows_family(plain, context, &family, &regs, &grid_regs, &steps));
-    bool planned = false;
     const auto plan_block_regs_options = [&]() -> smxStatus_t {
         SMX_RETURN_IF_ERROR(cuda::choose_regs_config(info, context, &regs));
         if (regs.fits) SMX_RETURN_IF_ERROR(cuda::plan_block_regs(info, regs, plan));
-        planned = regs.fits;
+        *planned = regs.fits;
         return SMX_STATUS_SUCCESS;
     };
     if (family == RowsFamily::Warp) {
         SMX_RETURN_IF_ERROR(cuda::plan_warp(info, context, plan));
-        planned = true;
+        *planned = true;
     } else if (family == RowsFamily::BlockRegs) {
         SMX_RETURN_IF_ERROR(plan_block_regs_options());
     } else if (family == RowsFamily::GridRegs) {
         SMX_RETURN_IF_ERROR(cuda::choose_grid_regs(info, context, &grid_regs));
         if (grid_regs.fits) SMX_RETURN_IF_ERROR(cuda::plan_grid_regs(info, grid_regs, plan));
-        planned = grid_regs.fits;
+        *planned = grid_regs.fits;
         // Decode batches plain splits at the packed 64 values (64 x 128256 16-bit): the masked sets' widened
         // values need twice the CTAs, more than the device holds at once, so one cluster a row in waves.
-        if (!planned) SMX_RETURN_IF_ERROR(plan_block_regs_options());
+        if (!*planned) SMX_RETURN_IF_ERROR(plan_block_regs_options());
+    }
+    return SMX_STATUS_SUCCESS;
+}
+
+// Rows a batch-invariant plan configures block-regs for: enough to fill any device several times, so the
+// cluster, CTA size and values per thread are those of a large batch whatever the call's row count.
+constexpr std::int64_t kBatchInvariantPlanningRows = std::int64_t{1} << 20;
+
+// A batch-invariant Rows problem on a fast family's options instance, configured from the row length, the
+// dtypes, the mode and the option set alone (never the row count), so a row is split among threads and
+// reduced the same way at any position of any batch (docs/design.md, "Batch invariance"):
+// - rows of the warp family take its shape (a function of the row length and dtypes) where a thread holds
+//   one row: a thread of two rows picks one exp form for both, so a neighbour's special values would change
+//   a row's bits (f32 -> 16-bit rows of up to 16 elements);
+// - longer rows take block-regs' cluster as the search picks it for a large batch, where the row's bytes are a
+//   multiple of 16: block-regs peels the elements before a slice's first 16-byte boundary, so rows of other
+//   lengths would start at different phases in a batch and be split differently.
+// Never grid-regs, split-row or the others, whose split of a row follows the row count. *planned is false
+// where neither applies (general-rows then; also rows longer than a cluster holds).
+smxStatus_t plan_batch_invariant_rows(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan,
+                                      bool* planned) {
+    *planned = false;
+    if (info.row_len <= cuda::kWarpMaxRowLen) {
+        cuda::WarpShape shape{};
+        cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
+        if (shape.rows_per_thread != 1) return SMX_STATUS_SUCCESS;
+        SMX_RETURN_IF_ERROR(cuda::plan_warp(info, context, plan));
+        *planned = true;
+        return SMX_STATUS_SUCCESS;
+    }
+    if (info.row_len * static_cast<std::int64_t>(dtype_size(info.x_dtype)) % 16 != 0) return SMX_STATUS_SUCCESS;
+    SoftmaxInfo large_batch = info;
+    large_batch.rows = kBatchInvariantPlanningRows;
+    cuda::RegsChoice regs;
+    SMX_RETURN_IF_ERROR(cuda::choose_regs_config(large_batch, context, &regs));
+    const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, cuda::kRowsPerGridRow);
+    if (!regs.fits || cuda::ceil_div(info.rows, rows_per_grid_row) > cuda::kMaxGridY) return SMX_STATUS_SUCCESS;
+    SMX_RETURN_IF_ERROR(cuda::plan_block_regs(info, regs, plan));
+    *planned = true;
+    return SMX_STATUS_SUCCESS;
+}
+
+// A Rows problem with options (rows_take_options): the family the plain problem would take decides, so options
+// move no crossover; warp, block-regs and grid-regs then run their options instance, configured by the same
+// search over the options instances (8, 16 and 32 values for block-regs and grid-regs; the packed 64 for the
+// unmasked set of 16-bit x). Grid-regs rows whose options configuration does not fit at once take block-regs'
+// clusters where a cluster holds the row. Batch invariance takes plan_batch_invariant_rows instead.
+// The others (grid-regs steps, split-row, block-online), and a configuration the options instances cannot
+// take, run on the general family. The plan text names the options after the family, then the option set its
+// instance is compiled for (set=unmasked, keep, additive or any: RowsOptionSet).
+smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
+    bool planned = false;
+    if (info.options.batch_invariant) {
+        SMX_RETURN_IF_ERROR(plan_batch_invariant_rows(info, context, plan, &planned));
+    } else {
+        SMX_RETURN_IF_ERROR(plan_rows_options_by_plain_family(info, context, plan, &planned));
     }
     if (!planned) return cuda::plan_general_options(info, context, plan);  // its text names the options
     plan->text += describe(info.options);
-    const cuda::RowsOptionSet set = family == RowsFamily::Warp ? cuda::rows_option_set_for(info, context)
-                                                               : cuda::regs_option_set_for(info, context);
-    plan->text += fmt::format(" set={}", cuda::option_set_name(set));
+    plan->text += fmt::format(" set={}", cuda::option_set_name(rows_family_option_set(info, context)));
     return SMX_STATUS_SUCCESS;
 }
 
@@ -176,16 +233,18 @@ smxStatus_t plan_spatial(const SoftmaxInfo& info, const PlanContext& context, Fa
 }
 
 // Whether a problem's options run on the fast row families' options instances (plan_rows_options): Rows layout
-// with the mask contiguous along the axis, a pair with options instances (the benchmark grids': f64 and the
-// cross 16-bit pairs have none), and no batch invariance, whose bits must match every layout's, i.e. the
-// general family's (docs/design.md, "Softmax options").
+// with the mask contiguous along the axis and a pair with options instances (the benchmark grids': f64 and the
+// cross 16-bit pairs have none). Batch invariance too, unless SMX_CUDA_BATCH_INVARIANT sends it to the
+// general-rows or general kernels (docs/design.md, "Batch invariance").
 bool rows_take_options(const SoftmaxInfo& info, const PlanContext& context) {
-    if (info.options.batch_invariant || !cuda::rows_options_apply(info, info.options)) return false;
+    if (!cuda::rows_options_apply(info, info.options)) return false;
+    if (info.options.batch_invariant && context.preferences.batch_invariant != cuda::BatchInvariantPreference::Rule) {
+        return false;
+    }
+    const cuda::RowsOptionSet set = rows_family_option_set(info, context);
     if (info.row_len > cuda::kWarpMaxRowLen) {
-        const cuda::RowsOptionSet set = cuda::regs_option_set_for(info, context);
         return cuda::block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, 16, set) != nullptr;
     }
-    const cuda::RowsOptionSet set = cuda::rows_option_set_for(info, context);
     cuda::WarpShape shape{};
     const int shape_index = cuda::choose_warp_shape(info.row_len, dtype_size(info.x_dtype), dtype_size(info.y_dtype), &shape);
     return cuda::warp_softmax_options_kernel(info.x_dtype, info.y_dtype, shape_index, set) != nullptr;
