@@ -1,6 +1,7 @@
-// cluster.cuh - thread-block cluster primitives for the kernels that spread one row (block-regs) or one
-// column tile (spatial-tile) over several CTAs and combine their statistics through distributed shared
-// memory (sm_90). Compiled for an older architecture, a cluster is a single CTA: rank 0 of 1.
+// cluster.cuh - thread-block cluster primitives for the kernels that spread one row (block-regs,
+// backward-regs) or one column tile (spatial-tile, backward-spatial) over several CTAs and combine their
+// statistics through distributed shared memory (sm_90). Compiled for an older architecture, a cluster is a
+// single CTA: rank 0 of 1.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -72,7 +73,8 @@ __device__ __forceinline__ void cluster_sync_unordered() {
 // largest cluster the kernel launches with.
 template <class T, int kSlots>
 struct ClusterMailbox {
-    static_assert(sizeof(T) == 8 || sizeof(T) == 16, "a value is two 32- or 64-bit words");
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+                  "a value is one 32-bit word, or two 32- or 64-bit words");
     T slots[kSlots];
     std::uint64_t landed;  // mbarrier: phase 0 completes once every rank's value has landed
 };
@@ -103,7 +105,12 @@ __device__ __forceinline__ void mailbox_post(ClusterMailbox<T, kSlots>& box, con
     unsigned slot, landed;
     asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(slot) : "r"(local_slot), "r"(to_rank));
     asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(landed) : "r"(local_landed), "r"(to_rank));
-    if constexpr (sizeof(T) == 8) {
+    if constexpr (sizeof(T) == 4) {
+        const unsigned word = *reinterpret_cast<const unsigned*>(&value);
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(slot), "r"(word),
+                     "r"(landed)
+                     : "memory");
+    } else if constexpr (sizeof(T) == 8) {
         const uint2 words = *reinterpret_cast<const uint2*>(&value);
         asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(slot),
                      "r"(words.x), "r"(words.y), "r"(landed)
