@@ -97,7 +97,11 @@ constexpr std::array<int, 3> kBackwardRegsValueCounts{{8, 16, 32}};
 constexpr int kBackwardRegsMaxThreads = 1024;
 constexpr int kBackwardRegsWideThreads = 512;
 constexpr int kBackwardRegsMaxCluster = 16;
-const void* backward_regs_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, int values);
+// How a backward-regs cluster's CTAs exchange their sums: each pushes its own into every peer's mailbox, or
+// keeps it for the peers to pull (clusters behind SMX_CUDA_BACKWARD_EXCHANGE=pull, single CTAs, the grid form).
+enum class BackwardRegsExchange { Pull, Push };
+const void* backward_regs_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, int values,
+                                 BackwardRegsExchange exchange);
 
 // backward-split: the partial sums kernel (one instance per dy dtype) and the write kernel.
 const void* backward_split_sums_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype);
