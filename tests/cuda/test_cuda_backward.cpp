@@ -703,8 +703,6 @@ TEST_CASE("cuda backward: results do not depend on the stream, on other descript
     }
 }
 
-#endif  // SMX_TEST_WITH_CUDA
-
 // backward-spatial's row rule: one CTA a tile down to 64-byte rows (counted in bytes, so 16-bit dy with f32 dx
 // keeps 64-byte rows), clusters of 16 before rows under 64 bytes; SMX_CUDA_BACKWARD_SPATIAL_ROWS=narrow: the
 // old search (4 vectors unclustered, clusters of 8 before narrower rows).
@@ -752,3 +750,5 @@ TEST_CASE("cuda backward: backward-spatial tile rows of 64 bytes or more, cluste
         }
     }
 }
+
+#endif  // SMX_TEST_WITH_CUDA
