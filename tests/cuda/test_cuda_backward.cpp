@@ -1,8 +1,9 @@
 // [cuda] softmax and log-softmax backward: every backward family (warp, regs, grid, split, spatial, general) and
 // the plan boundaries between them, every dtype combination of the fast families and mixes with f64, layouts
 // (padded, strided axes, transposed, negative and zero strides), in place dx == dy, pointers one element off
-// alignment, special values, empty tensors, and results independent of the stream and of other plans. Every
-// case runs through the public C API into a poisoned dx and is compared with the float64 reference.
+// alignment, special values, empty tensors, backward-regs' pushed and pulled cluster sums (the same bits), and
+// results independent of the stream and of other plans. Every case runs through the public C API into a
+// poisoned dx and is compared with the float64 reference.
 #if SMX_TEST_WITH_CUDA
 
 #include <algorithm>
@@ -699,6 +700,73 @@ TEST_CASE("cuda backward: results do not depend on the stream, on other descript
             CHECK(on_stream.mismatch == "");
             CHECK(on_stream.plan == first.plan);
             CHECK(identical_storage(c.dx, first_dx));
+        }
+    }
+}
+
+namespace {
+
+// Rows of f32 dy and y that need a cluster of exactly `cluster` CTAs: one CTA holds at most 512 threads x 32
+// values, so the rows end half way into the last CTA's share.
+constexpr std::int64_t kF32RegsCtaCapacity = 512 * 32;
+std::int64_t rows_needing_cluster(int cluster) { return (cluster - 1) * kF32RegsCtaCapacity + kF32RegsCtaCapacity / 2 + 1; }
+
+// Runs `c` with the cluster form forced (clusters capped at `max_cluster` where it is under 16): pushed sums
+// (the rule), then SMX_CUDA_BACKWARD_EXCHANGE=pull, each against the reference. Both fold the CTAs' sums in
+// rank order, so their dx must be bitwise the same. Returns the pushed plan.
+std::string check_push_against_pull(smxHandle_t handle, BackwardCase& c, int max_cluster) {
+    ScopedLongRowsOverride cluster_rule("cluster");
+    const std::string cap = std::to_string(max_cluster);
+    std::unique_ptr<ScopedEnvironment> cluster_cap;
+    if (max_cluster < 16) cluster_cap = std::make_unique<ScopedEnvironment>("SMX_CUDA_MAX_CLUSTER", cap.c_str());
+    const std::string pushed = check_backward(handle, c);
+    INFO("pushed plan: " << pushed);
+    REQUIRE(kernel_kind(pushed) == "backward-regs");
+    CHECK(plan_value(pushed, "cluster") > 1);
+    CHECK(pushed.find(" exchange=push") != std::string::npos);
+    const HostTensor pushed_dx = c.dx;
+    ScopedEnvironment pull("SMX_CUDA_BACKWARD_EXCHANGE", "pull");
+    const std::string pulled = check_backward(handle, c);
+    INFO("pulled plan: " << pulled);
+    CHECK(pulled.find(" exchange=pull") != std::string::npos);
+    CHECK(plan_value(pulled, "cluster") == plan_value(pushed, "cluster"));
+    CHECK(identical_storage(c.dx, pushed_dx));
+    return pushed;
+}
+
+}  // namespace
+
+TEST_CASE("cuda backward: clusters of 2..16 CTAs push their sums; SMX_CUDA_BACKWARD_EXCHANGE=pull gives the same bits",
+          "[cuda][backward]") {
+    CudaHandle handle;
+    // f32 dy and y at every cluster size, both modes in turn.
+    for (int cluster = 2; cluster <= 16; ++cluster) {
+        BackwardCase c = make_rows_case(SMX_DTYPE_F32, SMX_DTYPE_F32, 3, rows_needing_cluster(cluster), cluster % 2 == 0);
+        const std::string plan = check_push_against_pull(handle.get(), c, cluster);
+        CHECK(plan_value(plan, "cluster") == cluster);
+    }
+    // The other pairs' instances (16-bit dy and y, f32 dy with 16-bit dx, f64), special rows included.
+    const smxDataType_t pairs[][2] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                                      {SMX_DTYPE_F16, SMX_DTYPE_F32},
+                                      {SMX_DTYPE_F32, SMX_DTYPE_BF16},
+                                      {SMX_DTYPE_F64, SMX_DTYPE_F64}};
+    for (const auto& pair : pairs) {
+        for (bool log_mode : {false, true}) {
+            BackwardCase c = make_rows_case(pair[0], pair[1], kSpecialRows + 2, 70001, log_mode);
+            add_special_rows(c);
+            check_push_against_pull(handle.get(), c, 16);
+        }
+    }
+}
+
+TEST_CASE("cuda backward: a pushed cluster and a pulled one under the sanitizers", "[cuda][backward][sanitize]") {
+    CudaHandle handle;
+    // Clusters of 2 and 4 CTAs, few rows, so racecheck sees every mailbox handshake quickly.
+    for (int cluster : {2, 4}) {
+        for (smxDataType_t value : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+            BackwardCase c = make_rows_case(value, value, 2, rows_needing_cluster(cluster), cluster == 4);
+            const std::string plan = check_push_against_pull(handle.get(), c, cluster);
+            CHECK(plan_value(plan, "cluster") == cluster);
         }
     }
 }
