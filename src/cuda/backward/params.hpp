@@ -131,6 +131,9 @@ struct BackwardSpatialParams {
                                        // 0 loads it through registers a position at a time
     int whole_lines = 0;               // async_copies: fetch the operands' whole 128-byte lines on an L2 miss
     int log_mode = 0;
+    int push_sums = 0;                 // clusters taking one tile each: every CTA pushes its column sums into its
+                                       // peers' mailboxes (0: SMX_CUDA_BACKWARD_EXCHANGE=pull, the peers read them)
+    int mailbox_offset = 0;            // push_sums: the mailbox's bytes into dynamic shared memory, after the cache
     int vectors_aligned = 0;           // set at run time: every vector of every operand starts aligned
 
     void bind(const BackwardPointers& pointers, const BackwardSizes& sizes);
