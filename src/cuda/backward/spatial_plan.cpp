@@ -22,7 +22,7 @@ struct SpatialChoice {
 // own, since dy and y are cached): one CTA per tile at tile rows of the widest vectors down to
 // spatial_min_unclustered_row_bytes within the budget; then the smallest cluster (up to 8, or 16 for rows of
 // spatial_large_cluster_row_bytes or less) within the budget, from wide tile rows down to two vectors; then
-// clusters up to 16 and all the shared memory a CTA may have.
+// clusters up to 16 and all the shared memory a CTA may have (every cluster within SMX_CUDA_MAX_CLUSTER).
 // None: the widest tile read twice. Few tiles then spread over larger clusters.
 smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardFamilyPlan* plan) {
     const BackwardTuning& tuning = context.tuning.backward;
@@ -71,7 +71,11 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         return SMX_STATUS_SUCCESS;
     };
     bool placed = false;
-    const int budget_max_cluster = clusters ? 8 : 1;
+    // SMX_CUDA_MAX_CLUSTER caps every cluster (the GPU suite's synccheck stage keeps to 8: its false reports
+    // at the mailbox's mbarrier in larger clusters, cuda-kernels.md).
+    const int cap = context.preferences.max_cluster;
+    const int max_cluster = !clusters ? 1 : cap >= 1 && cap < kBackwardRegsMaxCluster ? cap : kBackwardRegsMaxCluster;
+    const int budget_max_cluster = std::min(max_cluster, 8);
     const auto row_bytes = [&](int vectors) { return static_cast<std::int64_t>(vectors) * pack * value_size; };
     // The rule counts rows in bytes (vectors of 16-bit dy with f32 dx are 8 bytes) and lets rows narrower than
     // a line take clusters of 16 before rows narrow further; SMX_CUDA_BACKWARD_SPATIAL_ROWS=narrow: the vector
@@ -83,7 +87,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     };
     const auto budget_cluster_limit = [&](int vectors) {
         const bool large = clusters && !narrow_rows && row_bytes(vectors) <= tuning.spatial_large_cluster_row_bytes;
-        return large ? kBackwardRegsMaxCluster : budget_max_cluster;
+        return large ? max_cluster : budget_max_cluster;
     };
     if (dynamic_limit > 0) {
         for (int vectors = max_vectors; vectors >= 1 && unclustered_enough(vectors) && !placed; vectors /= 2) {
@@ -95,7 +99,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
             }
         }
         for (int vectors = max_vectors; vectors >= 1 && !placed; vectors /= 2) {
-            for (int cluster = 1; cluster <= (clusters ? kBackwardRegsMaxCluster : 1) && !placed; cluster *= 2) {
+            for (int cluster = 1; cluster <= max_cluster && !placed; cluster *= 2) {
                 SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, dynamic_limit, &placed));
             }
         }
