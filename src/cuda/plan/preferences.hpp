@@ -26,7 +26,8 @@ struct PlanPreferences {
     int warp_threads = 0;          // 0: the rule; 64 or 128: the warp kernel's CTA size
     bool warp_offsets_64 = false;  // the warp kernel's 64-bit index body even where 32 bits suffice
     int regs_min_threads = 0;      // 0: the rule; 64 or 128: block-regs' smallest CTA for every instance
-    int max_cluster = 0;           // 0: the device's limit; 1..15: block-regs clusters of at most this many CTAs
+    int max_cluster = 0;           // 0: the device's limit; 1..15: clusters of at most this many CTAs (block-regs,
+                                   // the log-probability rows, backward-regs, backward-spatial)
     LongRowsPreference long_rows = LongRowsPreference::Rule;
     LongColumnsPreference long_columns = LongColumnsPreference::Rule;
     BackwardSpatialCopyPreference backward_spatial_copy = BackwardSpatialCopyPreference::Rule;
