@@ -97,7 +97,11 @@ constexpr std::array<int, 3> kBackwardRegsValueCounts{{8, 16, 32}};
 constexpr int kBackwardRegsMaxThreads = 1024;
 constexpr int kBackwardRegsWideThreads = 512;
 constexpr int kBackwardRegsMaxCluster = 16;
-const void* backward_regs_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, int values);
+// How a backward-regs cluster's CTAs exchange their sums: each pushes its own into every peer's mailbox, or
+// keeps it for the peers to pull (clusters behind SMX_CUDA_BACKWARD_EXCHANGE=pull, single CTAs, the grid form).
+enum class BackwardRegsExchange { Pull, Push };
+const void* backward_regs_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, int values,
+                                 BackwardRegsExchange exchange);
 
 // backward-split: the partial sums kernel (one instance per dy dtype) and the write kernel.
 const void* backward_split_sums_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype);
@@ -127,6 +131,9 @@ struct BackwardSpatialParams {
                                        // 0 loads it through registers a position at a time
     int whole_lines = 0;               // async_copies: fetch the operands' whole 128-byte lines on an L2 miss
     int log_mode = 0;
+    int push_sums = 0;                 // clusters taking one tile each: every CTA pushes its column sums into its
+                                       // peers' mailboxes (0: SMX_CUDA_BACKWARD_EXCHANGE=pull, the peers read them)
+    int mailbox_offset = 0;            // push_sums: the mailbox's bytes into dynamic shared memory, after the cache
     int vectors_aligned = 0;           // set at run time: every vector of every operand starts aligned
 
     void bind(const BackwardPointers& pointers, const BackwardSizes& sizes);

@@ -22,6 +22,7 @@ struct BackwardRegsChoice {
     std::int64_t slice_len = 0;  // elements per CTA
     int ctas_per_sm = 0;
     double utilization = 0.0;    // row_len / (cluster x threads x values)
+    BackwardRegsExchange exchange = BackwardRegsExchange::Pull;  // the kernel's, named in clusters' plan text
 };
 smxStatus_t choose_backward_regs(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardRegsChoice* choice);
 smxStatus_t plan_backward_regs(const SoftmaxBackwardInfo& info, const BackwardRegsChoice& choice, BackwardFamilyPlan* plan);

@@ -5,8 +5,10 @@
 // float y turned into its weights (kWeightsEarly), the CTA's sum (block_sum), the row's from its CTAs'
 // sums, then dx written from the held values. Traffic: dy
 // and y read once, dx written once. The CTAs of a row meet
-//   - as a thread-block cluster (C = 1..16) through distributed shared memory: each CTA's sum in its own
-//     shared memory, read by every peer in rank order between two cluster barriers (backward-regs), or
+//   - as a thread-block cluster (C = 1..16) through distributed shared memory (backward-regs): each CTA
+//     pushes its sum into every peer's mailbox (cluster.cuh; the kPushSums instances), or, behind
+//     SMX_CUDA_BACKWARD_EXCHANGE=pull, keeps it in its own shared memory for the peers to read between two
+//     cluster barriers; either way every CTA folds the sums in rank order, so both give the same bits, or
 //   - through the workspace behind a grid-wide barrier (backward-grid, args.chunks = C > 0): a cooperative
 //     launch whose CTAs are all resident at once, so a few long rows spread over every SM.
 // Design and expectations: performance.md#backward.
@@ -23,8 +25,8 @@ namespace {
 template <class T>
 constexpr bool kWeightsEarly = sizeof(T) >= 4;
 
-// The body for one gradient formula (common/epilogue.cuh).
-template <class T, class D, int kValues, class Gradient>
+// The body for one gradient formula (common/epilogue.cuh). kPushSums: a cluster's CTAs push their sums.
+template <class T, class D, int kValues, bool kPushSums, class Gradient>
 __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& args) {
     using C = ComputeType<T>;
     constexpr int kPack = kPackOfPair<T, D>;
@@ -32,7 +34,8 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
     static_assert(kValues % kPack == 0, "a thread holds whole packs");
     constexpr int kPacks = kValues / kPack;
     __shared__ C warp_sums[32];
-    __shared__ C cta_sum;  // this CTA's sum of the row's terms, read by its cluster peers
+    __shared__ C cta_sum;  // this CTA's sum of the row's terms, read by its cluster peers (pulled sums)
+    __shared__ ClusterMailbox<C, kBackwardRegsMaxCluster> mailbox;  // the cluster's CTA sums, pushed by each CTA
     __shared__ C row_sum;
 
     const bool grid_split = args.chunks > 0;
@@ -42,6 +45,9 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
     // a row's C CTAs consecutive (none may leave before the grid barrier).
     const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * (gridDim.x / ranks) + blockIdx.x / ranks;
     if (row >= args.rows) return;  // the whole cluster shares the row, so it leaves together
+    // Pushed sums: the mailbox is set up now, so its cluster barrier completes while the loads are in flight.
+    const bool push_sums = kPushSums && !grid_split && ranks > 1;
+    if (push_sums) mailbox_open(mailbox, ranks);
     const std::int64_t slice_begin = static_cast<std::int64_t>(rank) * args.slice_len;
     const std::int64_t remaining = args.row_len - slice_begin;
     const int count = static_cast<int>(remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len));
@@ -131,6 +137,17 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
         }
         __syncthreads();
         sum = row_sum;
+    } else if (push_sums) {
+        cluster_wait();  // every peer's mailbox is set up
+        if (tid < 32) {
+            // Lane r posts this CTA's sum to rank r, then the lanes fold the slots as the pull folds the peers.
+            if (tid < static_cast<int>(ranks)) mailbox_post(mailbox, block_total, rank, static_cast<unsigned>(tid));
+            mailbox_wait(mailbox);
+            const C folded = group_sum<32>(tid < static_cast<int>(ranks) ? mailbox.slots[tid] : C(0));
+            if (tid == 0) row_sum = folded;
+        }
+        __syncthreads();
+        sum = row_sum;
     } else if (ranks > 1) {
         if (tid == 0) cta_sum = block_total;
         cluster_sync();  // every CTA's sum is in its shared memory
@@ -161,8 +178,9 @@ __device__ __forceinline__ void backward_regs_rows(const BackwardRowsParams& arg
         store_gradient_pack<D, kPack>(dx_slice + head + pack * kPack, out, kPack, vector);
     }
     if (has_edge) dx_slice[edge_index] = StoreAs<D>::from(Gradient::element_of_weight(edge_dy, edge_weight, sum));
-    // Peers may still be reading cta_sum: this CTA's shared memory stays until every one has arrived.
-    if (!grid_split && ranks > 1) cluster_wait();
+    // Pulled sums: peers may still be reading cta_sum, so this CTA's shared memory stays until every one has
+    // arrived. Pushed sums need no such wait: no peer reads this CTA's shared memory, and its mailbox is full.
+    if (!grid_split && ranks > 1 && !push_sums) cluster_wait();
 }
 
 // Threads a CTA may have: 1024 while a thread's held values take fewer than 32 registers and are not doubles
@@ -175,27 +193,32 @@ constexpr int kBackwardRegsThreadsOf = sizeof(T) < 8 && kValues * 2 * static_cas
 
 // CTAs of the largest size an SM must hold at once: 2 for 16-bit dy and y at up to 16 values (32 registers;
 // left free, their vector loads all in flight took 42 at 16 values, one 1024-thread CTA per SM), else 1.
-template <class T, int kValues>
-constexpr int kBackwardRegsMinCtasOf = sizeof(T) == 2 && kValues <= 16 ? 2 : 0;
+// Pushing instances: 2 wherever the pulling one has 2 at its largest CTA, since left free the push took
+// more registers than the pull (f32 at 8 values 52 instead of 32: one 928-thread CTA per SM instead of two).
+template <class T, int kValues, bool kPushSums>
+constexpr int kBackwardRegsMinCtasOf = (sizeof(T) == 2 && kValues <= 16) ||
+                                               (kPushSums && sizeof(T) < 8 && (sizeof(T) == 2 || kValues <= 16))
+                                           ? 2
+                                           : 0;
 
-template <class T, class D, int kValues>
-__global__ void __launch_bounds__(kBackwardRegsThreadsOf<T, kValues>, kBackwardRegsMinCtasOf<T, kValues>)
+template <class T, class D, int kValues, bool kPushSums>
+__global__ void __launch_bounds__(kBackwardRegsThreadsOf<T, kValues>, kBackwardRegsMinCtasOf<T, kValues, kPushSums>)
     backward_regs(const ParamBlock<BackwardRowsParams> args) {
     if (args.log_mode != 0) {
-        backward_regs_rows<T, D, kValues, LogSoftmaxGradient>(args);
+        backward_regs_rows<T, D, kValues, kPushSums, LogSoftmaxGradient>(args);
     } else {
-        backward_regs_rows<T, D, kValues, SoftmaxGradient>(args);
+        backward_regs_rows<T, D, kValues, kPushSums, SoftmaxGradient>(args);
     }
 }
 
-template <class T, class D>
+template <class T, class D, bool kPushSums>
 const void* backward_regs_instance(int values) {
     switch (values) {
-        case 8: return reinterpret_cast<const void*>(&backward_regs<T, D, 8>);
-        case 16: return reinterpret_cast<const void*>(&backward_regs<T, D, 16>);
+        case 8: return reinterpret_cast<const void*>(&backward_regs<T, D, 8, kPushSums>);
+        case 16: return reinterpret_cast<const void*>(&backward_regs<T, D, 16, kPushSums>);
         case 32:
             // 32 doubles of each operand would take 128 registers before anything else.
-            if constexpr (sizeof(T) < 8) return reinterpret_cast<const void*>(&backward_regs<T, D, 32>);
+            if constexpr (sizeof(T) < 8) return reinterpret_cast<const void*>(&backward_regs<T, D, 32, kPushSums>);
             return nullptr;
         default: return nullptr;
     }
@@ -203,9 +226,13 @@ const void* backward_regs_instance(int values) {
 
 }  // namespace
 
-const void* backward_regs_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, int values) {
-    return visit_dtype_pair(value_dtype, gradient_dtype, [values](auto t_tag, auto d_tag) -> const void* {
-        return backward_regs_instance<typename decltype(t_tag)::type, typename decltype(d_tag)::type>(values);
+const void* backward_regs_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, int values,
+                                 BackwardRegsExchange exchange) {
+    return visit_dtype_pair(value_dtype, gradient_dtype, [values, exchange](auto t_tag, auto d_tag) -> const void* {
+        using T = typename decltype(t_tag)::type;
+        using D = typename decltype(d_tag)::type;
+        return exchange == BackwardRegsExchange::Push ? backward_regs_instance<T, D, true>(values)
+                                                      : backward_regs_instance<T, D, false>(values);
     });
 }
 

@@ -29,7 +29,14 @@ smxStatus_t regs_threads_for(const void* kernel, std::int64_t slice_len, int val
 // forward (regs_instance_clusters), they won on utilization alone and ran slower (performance.md#backward).
 bool regs_instance_clusters(const SoftmaxBackwardInfo& info, int values) {
     return values >= 32 || dtype_size(info.dy_dtype) != 2 ||
-           backward_regs_kernel(info.dy_dtype, info.dx_dtype, 32) == nullptr;
+           backward_regs_kernel(info.dy_dtype, info.dx_dtype, 32, BackwardRegsExchange::Pull) == nullptr;
+}
+
+// Clusters push their CTAs' sums unless SMX_CUDA_BACKWARD_EXCHANGE=pull; a single CTA exchanges nothing, and
+// takes the pulling instance (the kernel it had before the push).
+BackwardRegsExchange regs_exchange(const PlanContext& context, int cluster) {
+    const bool pull = cluster == 1 || context.preferences.backward_exchange == BackwardExchangePreference::Pull;
+    return pull ? BackwardRegsExchange::Pull : BackwardRegsExchange::Push;
 }
 
 int regs_min_threads(const PlanContext& context) {
@@ -63,7 +70,8 @@ smxStatus_t choose_backward_regs(const SoftmaxBackwardInfo& info, const PlanCont
         BackwardRegsChoice best;
         for (int values : kBackwardRegsValueCounts) {
             if (cluster > 1 && !regs_instance_clusters(info, values)) continue;
-            const void* kernel = backward_regs_kernel(info.dy_dtype, info.dx_dtype, values);
+            const BackwardRegsExchange exchange = regs_exchange(context, cluster);
+            const void* kernel = backward_regs_kernel(info.dy_dtype, info.dx_dtype, values, exchange);
             if (kernel == nullptr) continue;
             int threads = 0;
             SMX_RETURN_IF_ERROR(regs_threads_for(kernel, slice_len, values, regs_min_threads(context), max_threads, &threads));
@@ -77,7 +85,8 @@ smxStatus_t choose_backward_regs(const SoftmaxBackwardInfo& info, const PlanCont
             }
             const double utilization =
                 static_cast<double>(info.row_len) / (static_cast<double>(cluster) * threads * values);
-            const BackwardRegsChoice candidate{true, kernel, cluster, threads, values, slice_len, ctas_per_sm, utilization};
+            const BackwardRegsChoice candidate{true,        kernel,      cluster,    threads, values,
+                                               slice_len,   ctas_per_sm, utilization, exchange};
             if (better_regs_choice(candidate, best, tuning.regs_min_ctas_per_sm)) best = candidate;
         }
         if (good(best)) *choice = best;
@@ -97,12 +106,16 @@ smxStatus_t plan_backward_regs(const SoftmaxBackwardInfo& info, const BackwardRe
                     static_cast<unsigned>(ceil_div(info.rows, rows_per_grid_row)));
     BackwardRowsParams params = backward_rows_params(info);
     params.slice_len = choice.slice_len;
+    const bool clustered = choice.cluster > 1;
     const Launch launch{choice.kernel, grid, dim3(static_cast<unsigned>(choice.threads)), 0,
-                        choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
+                        clustered ? static_cast<unsigned>(choice.cluster) : 0u};
+    const char* exchange = !clustered                                       ? ""
+                           : choice.exchange == BackwardRegsExchange::Push ? " exchange=push"
+                                                                           : " exchange=pull";
     *plan = make_backward_family_plan(
         info, params, {launch}, 0,
-        fmt::format("cuda backward-regs values={} threads={} cluster={} slice={} ctas_per_sm={} grid={}x{}", choice.values,
-                    choice.threads, choice.cluster, choice.slice_len, choice.ctas_per_sm, grid.x, grid.y));
+        fmt::format("cuda backward-regs values={} threads={} cluster={} slice={} ctas_per_sm={} grid={}x{}{}", choice.values,
+                    choice.threads, choice.cluster, choice.slice_len, choice.ctas_per_sm, grid.x, grid.y, exchange));
     return SMX_STATUS_SUCCESS;
 }
 
@@ -123,7 +136,8 @@ smxStatus_t choose_backward_grid(const SoftmaxBackwardInfo& info, const PlanCont
     const std::int64_t slice_len = round_up(ceil_div(info.row_len, wanted), backward_pack(info));
     const std::int64_t chunks = ceil_div(info.row_len, slice_len);  // so that every CTA has elements
     for (int values : kBackwardRegsValueCounts) {
-        const void* kernel = backward_regs_kernel(info.dy_dtype, info.dx_dtype, values);
+        // The grid form meets in the workspace: its CTAs exchange nothing through shared memory.
+        const void* kernel = backward_regs_kernel(info.dy_dtype, info.dx_dtype, values, BackwardRegsExchange::Pull);
         if (kernel == nullptr) continue;
         int threads = 0;
         SMX_RETURN_IF_ERROR(regs_threads_for(kernel, slice_len, values, regs_min_threads(context), tuning.grid_max_threads, &threads));

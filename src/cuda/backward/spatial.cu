@@ -7,7 +7,10 @@
 //           one vector, then across warps in order), and, where `cached`, the slice kept in shared memory in
 //           the operands' dtype: copied there with cp.async, every vector of the slice in flight at once,
 //           then summed from the cache (`async_copies`; else loaded through registers a position at a time);
-//   the cluster: every CTA's column sums read by every peer in rank order through distributed shared memory;
+//   the cluster: every CTA pushes its column sums into every peer's mailbox (`push_sums`: slot [rank][column]
+//           in dynamic shared memory after the cache; cluster.cuh), or, SMX_CUDA_BACKWARD_EXCHANGE=pull, every
+//           peer reads them through distributed shared memory; either way each column's CTA sums are added
+//           in rank order, so both give the same bits;
 //   Pass 2: dx written from the cache, or (not cached: columns too long for a cluster's shared memory) from
 //           a second read of the CTA's slice.
 // Traffic: dy and y read once (cached) or twice, dx written once. Vector accesses where every operand's
@@ -74,8 +77,9 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
     using Pack = Packed<T, kPack>;
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ C warp_sums[kWarps][kMaxWidth];
-    __shared__ C cta_sums[kMaxWidth];  // this CTA's column sums, read by its cluster peers
+    __shared__ C cta_sums[kMaxWidth];  // this CTA's column sums, read by its cluster peers (pulled sums)
     __shared__ C column_sums[kMaxWidth];
+    __shared__ std::uint64_t sums_landed;  // pushed sums: the mailbox's mbarrier
 
     const int width = args.tile_width;
     const int vectors = width / kPack;  // a power of two, at most kBackwardSpatialMaxVectors
@@ -93,6 +97,12 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
     // vectors it wrote, so no barrier separates the passes.
     Pack* dy_cache = reinterpret_cast<Pack*>(dynamic_shared) + vector;
     Pack* y_cache = dy_cache + static_cast<std::int64_t>(args.slice_len) * vectors;
+    // Pushed sums (the plan pushes only where each cluster takes a single tile: a mailbox serves one exchange):
+    // column k of rank r lands in mailbox[r x width + k]. Opened now, so its cluster barrier completes while
+    // pass 1 reads.
+    const bool push_sums = args.push_sums != 0 && ranks > 1;
+    C* mailbox = reinterpret_cast<C*>(dynamic_shared + args.mailbox_offset);
+    if (push_sums) mailbox_open_bytes(&sums_landed, ranks * static_cast<unsigned>(width * sizeof(C)));
 
     for (std::int64_t tile = blockIdx.x / ranks; tile < args.tiles; tile += gridDim.x / ranks) {
         std::int64_t outer, tile_in_outer;
@@ -153,12 +163,22 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
             for (int k = 0; k < kPack; ++k) warp_sums[tid / 32][vector * kPack + k] = sums[k];
         }
         __syncthreads();
+        C cta_total = C(0);  // column tid's sum over this CTA's slice (tid < width)
         if (tid < width) {
-            C total = warp_sums[0][tid];
-            for (int w = 1; w < kWarps; ++w) total += warp_sums[w][tid];
-            cta_sums[tid] = total;
+            cta_total = warp_sums[0][tid];
+            for (int w = 1; w < kWarps; ++w) cta_total += warp_sums[w][tid];
+            cta_sums[tid] = cta_total;
         }
-        if (ranks > 1) {
+        if (push_sums) {
+            cluster_wait();  // every peer's mailbox is set up
+            if (tid < width) {
+                for (unsigned r = 0; r < ranks; ++r) mailbox_post_slot(mailbox + rank * width + tid, &sums_landed, cta_total, r);
+                mailbox_wait_landed(&sums_landed);
+                C total = mailbox[tid];
+                for (unsigned r = 1; r < ranks; ++r) total += mailbox[r * width + tid];
+                column_sums[tid] = total;
+            }
+        } else if (ranks > 1) {
             cluster_sync();  // every CTA's column sums are in its shared memory
             if (tid < width) {
                 C total = read_peer(&cta_sums[tid], 0);
@@ -185,8 +205,9 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
             }
             store_gradient_pack<D, kPack>(dx_column + j * args.dx_axis_stride, out, valid, whole);
         }
-        // Peers may still be reading cta_sums: it is rewritten (next tile) or released only after all arrived.
-        if (ranks > 1) cluster_wait();
+        // Pulled sums: peers may still be reading cta_sums, so it is rewritten (next tile) or released only after
+        // all arrived. Pushed sums: no peer reads this CTA's shared memory, and its mailbox is full.
+        if (ranks > 1 && !push_sums) cluster_wait();
     }
 }
 

@@ -13,7 +13,7 @@ struct SpatialChoice {
     int vectors = 0;
     int cluster = 1;
     std::int64_t slice_len = 0;
-    std::size_t shared_bytes = 0;
+    std::size_t shared_bytes = 0;  // the cache's, then the mailbox's where the cluster pushes its sums
 };
 
 }  // namespace
@@ -22,7 +22,7 @@ struct SpatialChoice {
 // own, since dy and y are cached): one CTA per tile at tile rows of the widest vectors down to
 // spatial_min_unclustered_row_bytes within the budget; then the smallest cluster (up to 8, or 16 for rows of
 // spatial_large_cluster_row_bytes or less) within the budget, from wide tile rows down to two vectors; then
-// clusters up to 16 and all the shared memory a CTA may have.
+// clusters up to 16 and all the shared memory a CTA may have (every cluster within SMX_CUDA_MAX_CLUSTER).
 // None: the widest tile read twice. Few tiles then spread over larger clusters.
 smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardFamilyPlan* plan) {
     const BackwardTuning& tuning = context.tuning.backward;
@@ -38,13 +38,26 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     const int max_vectors =
         static_cast<int>(std::min<std::int64_t>(kBackwardSpatialMaxVectors, next_pow2(ceil_div(info.inner, pack))));
     constexpr int kThreads = kBackwardSpatialThreads;
+    const auto tile_count = [&](int vectors) {
+        return info.outer * ceil_div(info.inner, static_cast<std::int64_t>(vectors) * pack);
+    };
+    // A cluster pushes its CTAs' column sums unless SMX_CUDA_BACKWARD_EXCHANGE=pull, where the grid gives each
+    // cluster one tile (a mailbox serves one exchange): a float (f64: double) per column and rank, after the cache.
+    const bool pull_sums = context.preferences.backward_exchange == BackwardExchangePreference::Pull;
+    const auto pushes = [&](int vectors, int cluster) {
+        return !pull_sums && cluster > 1 && tile_count(vectors) <= INT_MAX / cluster;
+    };
+    const auto sum_size = static_cast<std::size_t>(info.dy_dtype == SMX_DTYPE_F64 ? 8 : 4);
+    const auto mailbox_bytes = [&](int vectors, int cluster) {
+        return pushes(vectors, cluster) ? static_cast<std::size_t>(cluster) * vectors * pack * sum_size : std::size_t{0};
+    };
 
     SpatialChoice choice;
     // Whether (vectors, cluster) caches its slice within `budget` bytes and the device can place it.
     const auto try_cached = [&](int vectors, int cluster, std::size_t budget, bool* placed) -> smxStatus_t {
         *placed = false;
         const std::int64_t slice_len = ceil_div(info.row_len, cluster);
-        const auto bytes = static_cast<std::size_t>(slice_len * vectors * pack * value_size * 2);
+        const auto bytes = static_cast<std::size_t>(slice_len * vectors * pack * value_size * 2) + mailbox_bytes(vectors, cluster);
         if (bytes > std::min(budget, dynamic_limit)) return SMX_STATUS_SUCCESS;
         if (cluster == 1) {
             int blocks = 0;
@@ -58,7 +71,11 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         return SMX_STATUS_SUCCESS;
     };
     bool placed = false;
-    const int budget_max_cluster = clusters ? 8 : 1;
+    // SMX_CUDA_MAX_CLUSTER caps every cluster (the GPU suite's synccheck stage keeps to 8: its false reports
+    // at the mailbox's mbarrier in larger clusters, cuda-kernels.md).
+    const int cap = context.preferences.max_cluster;
+    const int max_cluster = !clusters ? 1 : cap >= 1 && cap < kBackwardRegsMaxCluster ? cap : kBackwardRegsMaxCluster;
+    const int budget_max_cluster = std::min(max_cluster, 8);
     const auto row_bytes = [&](int vectors) { return static_cast<std::int64_t>(vectors) * pack * value_size; };
     // The rule counts rows in bytes (vectors of 16-bit dy with f32 dx are 8 bytes) and lets rows narrower than
     // a line take clusters of 16 before rows narrow further; SMX_CUDA_BACKWARD_SPATIAL_ROWS=narrow: the vector
@@ -70,7 +87,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     };
     const auto budget_cluster_limit = [&](int vectors) {
         const bool large = clusters && !narrow_rows && row_bytes(vectors) <= tuning.spatial_large_cluster_row_bytes;
-        return large ? kBackwardRegsMaxCluster : budget_max_cluster;
+        return large ? max_cluster : budget_max_cluster;
     };
     if (dynamic_limit > 0) {
         for (int vectors = max_vectors; vectors >= 1 && unclustered_enough(vectors) && !placed; vectors /= 2) {
@@ -82,7 +99,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
             }
         }
         for (int vectors = max_vectors; vectors >= 1 && !placed; vectors /= 2) {
-            for (int cluster = 1; cluster <= (clusters ? kBackwardRegsMaxCluster : 1) && !placed; cluster *= 2) {
+            for (int cluster = 1; cluster <= max_cluster && !placed; cluster *= 2) {
                 SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, dynamic_limit, &placed));
             }
         }
@@ -90,7 +107,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     if (!placed) choice = {false, max_vectors, 1, info.row_len, 0};
     // Few tiles would leave SMs idle: split each column over more CTAs while slices stay long enough.
     const std::int64_t tiles_per_outer = ceil_div(info.inner, static_cast<std::int64_t>(choice.vectors) * pack);
-    const std::int64_t tiles = info.outer * tiles_per_outer;
+    const std::int64_t tiles = tile_count(choice.vectors);
     const std::int64_t wanted_ctas = tuning.spatial_spread_ctas_per_sm * limits.multiprocessor_count;
     while (choice.cluster < budget_max_cluster && tiles * choice.cluster < wanted_ctas &&
            ceil_div(info.row_len, 2 * choice.cluster) >= tuning.spatial_min_slice) {
@@ -102,9 +119,11 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
                 break;
             }
         } else {
-            if (max_active_clusters(kernel, before.cluster * 2, kThreads, 0) == 0) break;
+            const std::size_t mailbox = mailbox_bytes(before.vectors, before.cluster * 2);
+            if (mailbox > dynamic_limit || max_active_clusters(kernel, before.cluster * 2, kThreads, mailbox) == 0) break;
             choice.cluster = before.cluster * 2;
             choice.slice_len = ceil_div(info.row_len, choice.cluster);
+            choice.shared_bytes = mailbox;
         }
     }
 
@@ -136,13 +155,18 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     params.async_copies = async_copies ? 1 : 0;
     params.whole_lines = whole_lines ? 1 : 0;
     params.log_mode = info.is_log() ? 1 : 0;
+    const bool push_sums = pushes(choice.vectors, choice.cluster);
+    params.push_sums = push_sums ? 1 : 0;
+    params.mailbox_offset = static_cast<int>(choice.shared_bytes - mailbox_bytes(choice.vectors, choice.cluster));
     const Launch launch{kernel, dim3(grid), dim3(kThreads), choice.shared_bytes,
                         choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
+    const char* exchange = choice.cluster == 1 ? "" : push_sums ? " exchange=push" : " exchange=pull";
     *plan = make_backward_family_plan(
         info, params, {launch}, 0,
-        fmt::format("cuda backward-spatial tile={} vectors={} cluster={} slice={} cached={} smem={} threads={} grid={}{}{}{}",
+        fmt::format("cuda backward-spatial tile={} vectors={} cluster={} slice={} cached={} smem={} threads={} grid={}{}{}{}{}",
                     width, choice.vectors, choice.cluster, choice.slice_len, choice.cached ? 1 : 0, choice.shared_bytes,
-                    kThreads, grid, async_copies ? " copies=async" : "", whole_lines ? " lines=128B" : "", narrow_rows ? " rows=narrow" : ""));
+                    kThreads, grid, async_copies ? " copies=async" : "", whole_lines ? " lines=128B" : "",
+                    narrow_rows ? " rows=narrow" : "", exchange));
     return SMX_STATUS_SUCCESS;
 }
 

@@ -1,6 +1,7 @@
-// cluster.cuh - thread-block cluster primitives for the kernels that spread one row (block-regs) or one
-// column tile (spatial-tile) over several CTAs and combine their statistics through distributed shared
-// memory (sm_90). Compiled for an older architecture, a cluster is a single CTA: rank 0 of 1.
+// cluster.cuh - thread-block cluster primitives for the kernels that spread one row (block-regs,
+// backward-regs) or one column tile (spatial-tile, backward-spatial) over several CTAs and combine their
+// statistics through distributed shared memory (sm_90). Compiled for an older architecture, a cluster is a
+// single CTA: rank 0 of 1.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -72,20 +73,20 @@ __device__ __forceinline__ void cluster_sync_unordered() {
 // largest cluster the kernel launches with.
 template <class T, int kSlots>
 struct ClusterMailbox {
-    static_assert(sizeof(T) == 8 || sizeof(T) == 16, "a value is two 32- or 64-bit words");
     T slots[kSlots];
     std::uint64_t landed;  // mbarrier: phase 0 completes once every rank's value has landed
 };
 
-template <class T, int kSlots>
-__device__ __forceinline__ void mailbox_open(ClusterMailbox<T, kSlots>& box, unsigned ranks) {
+// The mailbox's steps on slots and an mbarrier laid out by the caller (backward-spatial: a vector of column
+// sums per rank, in dynamic shared memory); ClusterMailbox's below are these with one slot per rank.
+// Opens the mailbox whose mbarrier is `landed`, expecting `bytes` from the peers in all.
+__device__ __forceinline__ void mailbox_open_bytes(std::uint64_t* landed, unsigned bytes) {
 #if __CUDA_ARCH__ >= 900
     if (threadIdx.x == 0) {
-        const unsigned landed = static_cast<unsigned>(__cvta_generic_to_shared(&box.landed));
-        const unsigned bytes = ranks * static_cast<unsigned>(sizeof(T));
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(landed) : "memory");
+        const unsigned barrier = static_cast<unsigned>(__cvta_generic_to_shared(landed));
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(barrier) : "memory");
         // The one arrival, and the bytes to expect (peers' stores may land before it: the count may dip).
-        asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(landed),
+        asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(barrier),
                      "r"(bytes)
                      : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -94,16 +95,24 @@ __device__ __forceinline__ void mailbox_open(ClusterMailbox<T, kSlots>& box, uns
 #endif
 }
 
-// Stores `value` into slot `from_rank` of CTA `to_rank`'s mailbox (after cluster_wait()).
-template <class T, int kSlots>
-__device__ __forceinline__ void mailbox_post(ClusterMailbox<T, kSlots>& box, const T& value, unsigned from_rank, unsigned to_rank) {
+// Stores `value` into CTA `to_rank`'s copy of `local_slot`, counted on its copy of `local_landed` (after
+// cluster_wait()).
+template <class T>
+__device__ __forceinline__ void mailbox_post_slot(T* local_slot, std::uint64_t* local_landed, const T& value, unsigned to_rank) {
 #if __CUDA_ARCH__ >= 900
-    const unsigned local_slot = static_cast<unsigned>(__cvta_generic_to_shared(&box.slots[from_rank]));
-    const unsigned local_landed = static_cast<unsigned>(__cvta_generic_to_shared(&box.landed));
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+                  "a value is one 32-bit word, or two 32- or 64-bit words");
+    const unsigned local_slot_address = static_cast<unsigned>(__cvta_generic_to_shared(local_slot));
+    const unsigned local_landed_address = static_cast<unsigned>(__cvta_generic_to_shared(local_landed));
     unsigned slot, landed;
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(slot) : "r"(local_slot), "r"(to_rank));
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(landed) : "r"(local_landed), "r"(to_rank));
-    if constexpr (sizeof(T) == 8) {
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(slot) : "r"(local_slot_address), "r"(to_rank));
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(landed) : "r"(local_landed_address), "r"(to_rank));
+    if constexpr (sizeof(T) == 4) {
+        const unsigned word = *reinterpret_cast<const unsigned*>(&value);
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(slot), "r"(word),
+                     "r"(landed)
+                     : "memory");
+    } else if constexpr (sizeof(T) == 8) {
         const uint2 words = *reinterpret_cast<const uint2*>(&value);
         asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(slot),
                      "r"(words.x), "r"(words.y), "r"(landed)
@@ -117,20 +126,36 @@ __device__ __forceinline__ void mailbox_post(ClusterMailbox<T, kSlots>& box, con
 #endif
 }
 
-// Waits until every rank's value has landed in this CTA's slots.
-template <class T, int kSlots>
-__device__ __forceinline__ void mailbox_wait(ClusterMailbox<T, kSlots>& box) {
+// Waits until every byte the mailbox of mbarrier `landed` expects has landed.
+__device__ __forceinline__ void mailbox_wait_landed(std::uint64_t* landed) {
 #if __CUDA_ARCH__ >= 900
-    const unsigned landed = static_cast<unsigned>(__cvta_generic_to_shared(&box.landed));
+    const unsigned barrier = static_cast<unsigned>(__cvta_generic_to_shared(landed));
     unsigned done = 0;
     do {
         asm volatile(
             "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
             : "=r"(done)
-            : "r"(landed)
+            : "r"(barrier)
             : "memory");
     } while (done == 0);
 #endif
+}
+
+template <class T, int kSlots>
+__device__ __forceinline__ void mailbox_open(ClusterMailbox<T, kSlots>& box, unsigned ranks) {
+    mailbox_open_bytes(&box.landed, ranks * static_cast<unsigned>(sizeof(T)));
+}
+
+// Stores `value` into slot `from_rank` of CTA `to_rank`'s mailbox (after cluster_wait()).
+template <class T, int kSlots>
+__device__ __forceinline__ void mailbox_post(ClusterMailbox<T, kSlots>& box, const T& value, unsigned from_rank, unsigned to_rank) {
+    mailbox_post_slot(&box.slots[from_rank], &box.landed, value, to_rank);
+}
+
+// Waits until every rank's value has landed in this CTA's slots.
+template <class T, int kSlots>
+__device__ __forceinline__ void mailbox_wait(ClusterMailbox<T, kSlots>& box) {
+    mailbox_wait_landed(&box.landed);
 }
 
 // Peer `rank`'s copy of the shared variable at `local` (distributed shared memory on sm_90).

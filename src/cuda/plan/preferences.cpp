@@ -54,6 +54,7 @@ PlanPreferences plan_preferences_from_environment() {
     if (variable_is("SMX_CUDA_BACKWARD_SPATIAL_ROWS", "narrow")) {
         preferences.backward_spatial_rows = BackwardSpatialRowsPreference::Narrow;
     }
+    if (variable_is("SMX_CUDA_BACKWARD_EXCHANGE", "pull")) preferences.backward_exchange = BackwardExchangePreference::Pull;
     return preferences;
 }
 
