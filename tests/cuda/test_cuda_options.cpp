@@ -368,7 +368,14 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
             for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
                 const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
                 INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
-                CHECK(plan.rfind(plain + " options=", 0) == 0);
+                if (spec == &row_scale && plain.find(" values=64 ") != std::string::npos) {
+                    // Per-row scales stay off the packed 64-value instance (block_regs_packed_options_apply): the
+                    // same family on the 32-value one.
+                    CHECK(kernel_kind(plan) == kernel_kind(plain));
+                    CHECK(plan.find(" values=32 ") != std::string::npos);
+                } else {
+                    CHECK(plan.rfind(plain + " options=", 0) == 0);
+                }
                 CHECK(plan.find(" set=unmasked") != std::string::npos);
             }
             // The override keeps 16-bit rows off the packed options instance.
