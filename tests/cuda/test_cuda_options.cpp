@@ -274,6 +274,40 @@ TEST_CASE("cuda options: every option on the warp family's shapes and past them,
     }
 }
 
+TEST_CASE("cuda options: a scalar scale that rounds to 0 in float keeps causal rows off the packed instance",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // 16-bit rows plain holds at 64 packed values; the packed options instance multiplies the window's -inf by
+    // the scale in float, so a scale of 1e-50 (0 there) would make every excluded element NaN. The double scale
+    // of 1e-50 is positive, the float one is not: the plan must look at the float.
+    const std::int64_t rows = 3, n = 32768;
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");  // three long rows would take grid-regs
+    for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        HostTensor x = make_tensor(dtype, {rows, n});
+        fill_random(x, test_rng());
+        for (bool log_mode : {false, true}) {
+            for (std::int64_t k : {std::int64_t{0}, n / 3}) {
+                OptionsSpec spec;
+                spec.scale = 1e-50;
+                spec.causal = k;
+                HostTensor y = make_tensor(dtype, {rows, n});
+                std::string plan;
+                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+                INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(kernel_kind(plan) == "block-regs");
+                CHECK(plan.find(" values=64 ") == std::string::npos);
+            }
+        }
+        OptionsSpec positive;  // a float-positive scale with the same window keeps the packed instance
+        positive.scale = 1e-30;
+        positive.causal = 0;
+        const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, rows, n, &positive);
+        INFO("1e-30: " << plan);
+        CHECK(plan.find(" values=64 ") != std::string::npos);
+    }
+}
+
 TEST_CASE("cuda options: grid-regs and clusters of long rows, and a row longer than the options instances hold",
           "[cuda][options]") {
     CudaHandle handle;
