@@ -543,8 +543,14 @@ const void* block_regs_instance(int values_per_thread, RowsOptionSet set = RowsO
     if constexpr (kOptions && !kRowsOptionsPair<X, Y>) {
         return nullptr;
     } else if constexpr (kOptions) {
-        return visit_option_set(set, [values_per_thread](auto set_tag) {
-            return block_regs_options_instance<X, Y, decltype(set_tag)::value>(values_per_thread);
+        return visit_option_set(set, [values_per_thread](auto set_tag) -> const void* {
+            constexpr RowsOptionSet kSet = decltype(set_tag)::value;
+            // f32 x plans keep masks on the any set (regs_option_set_for): no keep instances to compile for it.
+            if constexpr (kSet == RowsOptionSet::Keep && std::is_same_v<X, float>) {
+                return nullptr;
+            } else {
+                return block_regs_options_instance<X, Y, kSet>(values_per_thread);
+            }
         });
     } else {
         switch (values_per_thread) {
