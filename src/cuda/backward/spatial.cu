@@ -11,7 +11,7 @@
 //           [rank][column] in dynamic shared memory after the cache, then its mbarrier; cluster.cuh); in the
 //           pull instance (the kernel as it was before the mailbox) every peer reads them through distributed
 //           shared memory; either way each column's CTA sums are added in rank order, so both give the same
-//           bits. The plan picks the instance (performance.md#backward-pushed-cluster-sums);
+//           bits. The plan picks the instance (performance.md#backward-spatial-push-per-dtype-pair);
 //   Pass 2: dx written from the cache, or (not cached: columns too long for a cluster's shared memory) from
 //           a second read of the CTA's slice.
 // Traffic: dy and y read once (cached) or twice, dx written once. Vector accesses where every operand's

@@ -48,10 +48,13 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     const auto tile_count = [&](int vectors) {
         return info.outer * ceil_div(info.inner, static_cast<std::int64_t>(vectors) * pack);
     };
-    // A cluster pushes its CTAs' column sums (the push instance) unless SMX_CUDA_BACKWARD_EXCHANGE=pull, where the
-    // grid gives each cluster one tile (a mailbox serves one exchange): a float (f64: double) per column and rank
-    // after the cache, then the mailbox's mbarrier. The pull instance's budget holds the cache alone.
-    const bool pull_sums = context.preferences.backward_exchange == BackwardExchangePreference::Pull;
+    // A cluster pushes its CTAs' column sums where the grid gives each cluster one tile (a mailbox serves one
+    // exchange): a float (f64: double) per column and rank after the cache, then the mailbox's mbarrier. Not for
+    // 16-bit dy and y with 16-bit dx, where the push measured slower: their clustered plans' 64 KiB cache and the
+    // kernel's static shared memory fill an SM at three CTAs to the byte, so the mailbox costs a CTA per SM
+    // (performance.md#backward-spatial-push-per-dtype-pair); nor under SMX_CUDA_BACKWARD_EXCHANGE=pull.
+    const bool sixteen_bit_pair = dtype_size(info.dy_dtype) == 2 && dtype_size(info.dx_dtype) == 2;
+    const bool pull_sums = sixteen_bit_pair || context.preferences.backward_exchange == BackwardExchangePreference::Pull;
     const auto pushes = [&](int vectors, int cluster) {
         return !pull_sums && cluster > 1 && tile_count(vectors) <= INT_MAX / cluster;
     };
