@@ -8,7 +8,7 @@
 //           the operands' dtype: copied there with cp.async, every vector of the slice in flight at once,
 //           then summed from the cache (`async_copies`; else loaded through registers a position at a time);
 //   the cluster: in the push instance every CTA pushes its column sums into every peer's mailbox (slot
-//           [rank][column] in dynamic shared memory after the cache, then its mbarrier; cluster.cuh); in the
+//           [rank][column] in dynamic shared memory after the cache, its mbarrier static; cluster.cuh); in the
 //           pull instance (the kernel as it was before the mailbox) every peer reads them through distributed
 //           shared memory; either way each column's CTA sums are added in rank order, so both give the same
 //           bits. The plan picks the instance (performance.md#backward-spatial-push-per-dtype-pair);
@@ -69,6 +69,12 @@ __device__ __forceinline__ void cache_column_async(Packed<T, kPack>* cache, cons
     }
 }
 
+// The push instance's mailbox mbarrier, padded to 16 bytes so that the static arrays placed after it (the other
+// gradient mode's) stay aligned for 128-bit accesses.
+struct alignas(16) SumsLandedBarrier {
+    std::uint64_t mbarrier;
+};
+
 template <class T, class D, class Gradient, bool kPushSums>
 __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialParams& args) {
     using C = ComputeType<T>;
@@ -98,12 +104,19 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
     Pack* dy_cache = reinterpret_cast<Pack*>(dynamic_shared) + vector;
     Pack* y_cache = dy_cache + static_cast<std::int64_t>(args.slice_len) * vectors;
     // Pushed sums (the plan pushes only where each cluster takes a single tile: a mailbox serves one exchange):
-    // column k of rank r lands in mailbox[r x width + k], its mbarrier after the last rank's slots; both in
-    // dynamic shared memory, so the pull instance's static shared memory (and its CTAs per SM) stays as it was.
-    // Opened now, so its cluster barrier completes while pass 1 reads.
+    // column k of rank r lands in mailbox[r x width + k], in dynamic shared memory after the cache. Opened now, so
+    // its cluster barrier completes while pass 1 reads.
     const bool push_sums = kPushSums && ranks > 1;
     C* mailbox = reinterpret_cast<C*>(dynamic_shared + args.mailbox_offset);
-    auto* sums_landed = reinterpret_cast<std::uint64_t*>(mailbox + ranks * width);
+    // Its mbarrier is static and declared by the push instance alone, so the pull instance's static shared memory
+    // stays as it was. In this form the compiler keeps thread 0's setup of it a branch (at a run-time address after
+    // the slots it ran it warp-wide, the likely cause of racecheck's reports):
+    // performance.md#backward-spatial-push-per-dtype-pair.
+    std::uint64_t* sums_landed = nullptr;
+    if constexpr (kPushSums) {
+        __shared__ SumsLandedBarrier push_sums_landed;
+        sums_landed = &push_sums_landed.mbarrier;
+    }
     if (push_sums) mailbox_open_bytes(sums_landed, ranks * static_cast<unsigned>(width * sizeof(C)));
 
     for (std::int64_t tile = blockIdx.x / ranks; tile < args.tiles; tile += gridDim.x / ranks) {

@@ -31,10 +31,11 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     const void* push_kernel = backward_spatial_kernel(info.dy_dtype, info.dx_dtype, BackwardSpatialExchange::Push);
     SMX_RETURN_IF_ERROR(require_backward_kernel(pull_kernel, info, "backward-spatial"));
     SMX_RETURN_IF_ERROR(require_backward_kernel(push_kernel, info, "backward-spatial"));
-    // The mailbox lives in dynamic shared memory, so both instances have the same static bytes and limit.
-    std::size_t dynamic_limit = 0;
-    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, pull_kernel, "backward-spatial", &dynamic_limit));
-    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, push_kernel, "backward-spatial", &dynamic_limit));
+    // The push instance's static shared memory also holds the mailbox's mbarrier, so its dynamic limit is lower.
+    std::size_t pull_dynamic_limit = 0;
+    std::size_t push_dynamic_limit = 0;
+    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, pull_kernel, "backward-spatial", &pull_dynamic_limit));
+    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, push_kernel, "backward-spatial", &push_dynamic_limit));
     const bool clusters = has_clusters(limits);
     if (clusters) {
         SMX_RETURN_IF_ERROR(allow_large_clusters(pull_kernel, "backward-spatial"));
@@ -49,7 +50,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         return info.outer * ceil_div(info.inner, static_cast<std::int64_t>(vectors) * pack);
     };
     // A cluster pushes its CTAs' column sums where the grid gives each cluster one tile (a mailbox serves one
-    // exchange): a float (f64: double) per column and rank after the cache, then the mailbox's mbarrier. Not for
+    // exchange): a float (f64: double) per column and rank after the cache (its mbarrier is static). Not for
     // 16-bit dy and y with 16-bit dx, where the push measured slower: their clustered plans' 64 KiB cache and the
     // kernel's static shared memory fill an SM at three CTAs to the byte, so the mailbox costs a CTA per SM
     // (performance.md#backward-spatial-push-per-dtype-pair); nor under SMX_CUDA_BACKWARD_EXCHANGE=pull.
@@ -59,10 +60,12 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         return !pull_sums && cluster > 1 && tile_count(vectors) <= INT_MAX / cluster;
     };
     const auto kernel_for = [&](int vectors, int cluster) { return pushes(vectors, cluster) ? push_kernel : pull_kernel; };
+    const auto dynamic_limit_for = [&](int vectors, int cluster) {
+        return pushes(vectors, cluster) ? push_dynamic_limit : pull_dynamic_limit;
+    };
     const auto sum_size = static_cast<std::size_t>(info.dy_dtype == SMX_DTYPE_F64 ? 8 : 4);
     const auto mailbox_bytes = [&](int vectors, int cluster) {
-        return pushes(vectors, cluster) ? static_cast<std::size_t>(cluster) * vectors * pack * sum_size + sizeof(std::uint64_t)
-                                        : std::size_t{0};
+        return pushes(vectors, cluster) ? static_cast<std::size_t>(cluster) * vectors * pack * sum_size : std::size_t{0};
     };
 
     SpatialChoice choice;
@@ -71,7 +74,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         *placed = false;
         const std::int64_t slice_len = ceil_div(info.row_len, cluster);
         const auto bytes = static_cast<std::size_t>(slice_len * vectors * pack * value_size * 2) + mailbox_bytes(vectors, cluster);
-        if (bytes > std::min(budget, dynamic_limit)) return SMX_STATUS_SUCCESS;
+        if (bytes > std::min(budget, dynamic_limit_for(vectors, cluster))) return SMX_STATUS_SUCCESS;
         if (cluster == 1) {
             int blocks = 0;
             SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(pull_kernel, kThreads, bytes, &blocks));
@@ -102,7 +105,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         const bool large = clusters && !narrow_rows && row_bytes(vectors) <= tuning.spatial_large_cluster_row_bytes;
         return large ? max_cluster : budget_max_cluster;
     };
-    if (dynamic_limit > 0) {
+    if (pull_dynamic_limit > 0) {  // the larger of the two limits
         for (int vectors = max_vectors; vectors >= 1 && unclustered_enough(vectors) && !placed; vectors /= 2) {
             SMX_RETURN_IF_ERROR(try_cached(vectors, 1, tuning.spatial_tile_budget, &placed));
         }
@@ -113,7 +116,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         }
         for (int vectors = max_vectors; vectors >= 1 && !placed; vectors /= 2) {
             for (int cluster = 1; cluster <= max_cluster && !placed; cluster *= 2) {
-                SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, dynamic_limit, &placed));
+                SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, dynamic_limit_for(vectors, cluster), &placed));
             }
         }
     }
@@ -132,10 +135,13 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
                 break;
             }
         } else {
-            const std::size_t mailbox = mailbox_bytes(before.vectors, before.cluster * 2);
-            const void* kernel = kernel_for(before.vectors, before.cluster * 2);
-            if (mailbox > dynamic_limit || max_active_clusters(kernel, before.cluster * 2, kThreads, mailbox) == 0) break;
-            choice.cluster = before.cluster * 2;
+            const int cluster = before.cluster * 2;
+            const std::size_t mailbox = mailbox_bytes(before.vectors, cluster);
+            if (mailbox > dynamic_limit_for(before.vectors, cluster) ||
+                max_active_clusters(kernel_for(before.vectors, cluster), cluster, kThreads, mailbox) == 0) {
+                break;
+            }
+            choice.cluster = cluster;
             choice.slice_len = ceil_div(info.row_len, choice.cluster);
             choice.shared_bytes = mailbox;
         }
