@@ -711,23 +711,30 @@ namespace {
 constexpr std::int64_t kF32RegsCtaCapacity = 512 * 32;
 std::int64_t rows_needing_cluster(int cluster) { return (cluster - 1) * kF32RegsCtaCapacity + kF32RegsCtaCapacity / 2 + 1; }
 
-// Runs `c` as planned (pushed sums, the rule), then with SMX_CUDA_BACKWARD_EXCHANGE=pull, each against the
-// reference. Both add each sum's CTA parts in rank order, so their dx must be bitwise the same. Returns the
-// pushed plan.
-std::string check_push_against_pull(smxHandle_t handle, BackwardCase& c) {
-    const std::string pushed = check_backward(handle, c);
-    INFO("pushed plan: " << pushed);
-    CHECK(plan_value(pushed, "cluster") > 1);
-    CHECK(pushed.find(" exchange=push") != std::string::npos);
-    const HostTensor pushed_dx = c.dx;
+// Runs `c` as planned (the rule, whose cluster exchanges its sums as `rule_exchange` says: "push" or "pull"),
+// then with SMX_CUDA_BACKWARD_EXCHANGE=pull, each against the reference. Both add each sum's CTA parts in rank
+// order, so their dx must be bitwise the same. Returns the rule's plan, and the pulled one in `pulled_plan`.
+std::string check_rule_exchange_against_pull(smxHandle_t handle, BackwardCase& c, const std::string& rule_exchange,
+                                             std::string* pulled_plan = nullptr) {
+    const std::string planned = check_backward(handle, c);
+    INFO("planned: " << planned);
+    CHECK(plan_value(planned, "cluster") > 1);
+    CHECK(planned.find(" exchange=" + rule_exchange) != std::string::npos);
+    const HostTensor planned_dx = c.dx;
     ScopedEnvironment pull("SMX_CUDA_BACKWARD_EXCHANGE", "pull");
     const std::string pulled = check_backward(handle, c);
     INFO("pulled plan: " << pulled);
-    CHECK(kernel_kind(pulled) == kernel_kind(pushed));
+    CHECK(kernel_kind(pulled) == kernel_kind(planned));
     CHECK(pulled.find(" exchange=pull") != std::string::npos);
-    CHECK(plan_value(pulled, "cluster") == plan_value(pushed, "cluster"));
-    CHECK(identical_storage(c.dx, pushed_dx));
-    return pushed;
+    CHECK(plan_value(pulled, "cluster") == plan_value(planned, "cluster"));
+    CHECK(identical_storage(c.dx, planned_dx));
+    if (pulled_plan != nullptr) *pulled_plan = pulled;
+    return planned;
+}
+
+// check_rule_exchange_against_pull where the rule pushes.
+std::string check_push_against_pull(smxHandle_t handle, BackwardCase& c) {
+    return check_rule_exchange_against_pull(handle, c, "push");
 }
 
 // check_push_against_pull on backward-regs' cluster form, clusters capped at `max_cluster` where it is under 16.
@@ -769,8 +776,8 @@ TEST_CASE("cuda backward: clusters of 2..16 CTAs push their sums; SMX_CUDA_BACKW
     }
 }
 
-TEST_CASE("cuda backward: backward-spatial clusters push their column sums; SMX_CUDA_BACKWARD_EXCHANGE=pull gives the "
-          "same bits",
+TEST_CASE("cuda backward: backward-spatial clusters push their column sums except 16-bit dy and y with 16-bit dx; "
+          "SMX_CUDA_BACKWARD_EXCHANGE=pull gives the same bits",
           "[cuda][backward]") {
     CudaHandle handle;
     struct Spatial {
@@ -779,21 +786,30 @@ TEST_CASE("cuda backward: backward-spatial clusters push their column sums; SMX_
         smxDataType_t value_dtype;
         smxDataType_t gradient_dtype;
         int cached;  // 0: columns too long for any cluster's cache, spread over a cluster read twice
+        const char* rule_exchange;  // the rule pushes, but not for 16-bit dy and y with 16-bit dx
     };
     const Spatial cases[] = {
-        {{8192, 256}, 0, SMX_DTYPE_F32, SMX_DTYPE_F32, 1},      // 16 CTAs, 16 columns each
-        {{8192, 256}, 0, SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1},    // 16 CTAs, 32 columns
-        {{17, 1024, 256}, 1, SMX_DTYPE_F16, SMX_DTYPE_F32, 1},  // 4 CTAs, 64 columns
-        {{1, 300000, 8}, 1, SMX_DTYPE_F32, SMX_DTYPE_BF16, 0},  // one tile: the mailbox alone in shared memory
-        {{2, 100000, 6}, 1, SMX_DTYPE_F64, SMX_DTYPE_F64, 1},   // double sums, cached by a cluster of 16 (H200)
+        {{8192, 256}, 0, SMX_DTYPE_F32, SMX_DTYPE_F32, 1, "push"},      // 16 CTAs, 16 columns each
+        {{8192, 256}, 0, SMX_DTYPE_BF16, SMX_DTYPE_BF16, 1, "pull"},    // 16 CTAs, 32 columns
+        {{8192, 256}, 0, SMX_DTYPE_F16, SMX_DTYPE_BF16, 1, "pull"},
+        {{17, 1024, 256}, 1, SMX_DTYPE_F16, SMX_DTYPE_F32, 1, "push"},  // 4 CTAs, 64 columns
+        {{1, 300000, 8}, 1, SMX_DTYPE_F32, SMX_DTYPE_BF16, 0, "push"},  // one tile: the mailbox alone in shared memory
+        {{1, 3000000, 8}, 1, SMX_DTYPE_BF16, SMX_DTYPE_F16, 0, "pull"},
+        {{2, 100000, 6}, 1, SMX_DTYPE_F64, SMX_DTYPE_F64, 1, "push"},   // double sums, cached by a cluster of 16 (H200)
     };
     for (const Spatial& s : cases) {
         for (bool log_mode : {false, true}) {
             BackwardCase c = make_case(s.value_dtype, s.gradient_dtype, s.shape, s.axis, log_mode);
-            const std::string plan = check_push_against_pull(handle.get(), c);
+            std::string pulled;
+            const std::string plan = check_rule_exchange_against_pull(handle.get(), c, s.rule_exchange, &pulled);
             INFO("plan: " << plan);
             CHECK(kernel_kind(plan) == "backward-spatial");
             CHECK(plan_value(plan, "cached") == s.cached);
+            // The pull instance's budget holds no mailbox (per rank a sum per column; its mbarrier is static).
+            const std::int64_t sum_bytes = s.value_dtype == SMX_DTYPE_F64 ? 8 : 4;
+            const std::int64_t mailbox_bytes =
+                std::string(s.rule_exchange) == "push" ? plan_value(plan, "cluster") * plan_value(plan, "tile") * sum_bytes : 0;
+            CHECK(plan_value(pulled, "smem") + mailbox_bytes == plan_value(plan, "smem"));
         }
     }
 }

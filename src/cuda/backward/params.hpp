@@ -131,9 +131,8 @@ struct BackwardSpatialParams {
                                        // 0 loads it through registers a position at a time
     int whole_lines = 0;               // async_copies: fetch the operands' whole 128-byte lines on an L2 miss
     int log_mode = 0;
-    int push_sums = 0;                 // clusters taking one tile each: every CTA pushes its column sums into its
-                                       // peers' mailboxes (0: SMX_CUDA_BACKWARD_EXCHANGE=pull, the peers read them)
-    int mailbox_offset = 0;            // push_sums: the mailbox's bytes into dynamic shared memory, after the cache
+    int mailbox_offset = 0;            // the push instance: the mailbox's bytes into dynamic shared memory, after
+                                       // the cache
     int vectors_aligned = 0;           // set at run time: every vector of every operand starts aligned
 
     void bind(const BackwardPointers& pointers, const BackwardSizes& sizes);
@@ -141,7 +140,10 @@ struct BackwardSpatialParams {
 
 constexpr int kBackwardSpatialThreads = 256;
 constexpr int kBackwardSpatialMaxVectors = 16;  // at most 256 bytes of dy per tile row
-const void* backward_spatial_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype);
+// How a backward-spatial cluster's CTAs exchange their column sums: each pushes its own into every peer's
+// mailbox (clusters taking one tile each), or keeps them for the peers to pull (the kernel before the mailbox).
+enum class BackwardSpatialExchange { Pull, Push };
+const void* backward_spatial_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, BackwardSpatialExchange exchange);
 
 // ---- any layout -------------------------------------------------------------------------------------
 

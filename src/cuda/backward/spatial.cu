@@ -7,10 +7,11 @@
 //           one vector, then across warps in order), and, where `cached`, the slice kept in shared memory in
 //           the operands' dtype: copied there with cp.async, every vector of the slice in flight at once,
 //           then summed from the cache (`async_copies`; else loaded through registers a position at a time);
-//   the cluster: every CTA pushes its column sums into every peer's mailbox (`push_sums`: slot [rank][column]
-//           in dynamic shared memory after the cache; cluster.cuh), or, SMX_CUDA_BACKWARD_EXCHANGE=pull, every
-//           peer reads them through distributed shared memory; either way each column's CTA sums are added
-//           in rank order, so both give the same bits;
+//   the cluster: in the push instance every CTA pushes its column sums into every peer's mailbox (slot
+//           [rank][column] in dynamic shared memory after the cache, its mbarrier static; cluster.cuh); in the
+//           pull instance (the kernel as it was before the mailbox) every peer reads them through distributed
+//           shared memory; either way each column's CTA sums are added in rank order, so both give the same
+//           bits. The plan picks the instance (performance.md#backward-spatial-push-per-dtype-pair);
 //   Pass 2: dx written from the cache, or (not cached: columns too long for a cluster's shared memory) from
 //           a second read of the CTA's slice.
 // Traffic: dy and y read once (cached) or twice, dx written once. Vector accesses where every operand's
@@ -68,7 +69,13 @@ __device__ __forceinline__ void cache_column_async(Packed<T, kPack>* cache, cons
     }
 }
 
-template <class T, class D, class Gradient>
+// The push instance's mailbox mbarrier, padded to 16 bytes so that the static arrays placed after it (the other
+// gradient mode's) stay aligned for 128-bit accesses.
+struct alignas(16) SumsLandedBarrier {
+    std::uint64_t mbarrier;
+};
+
+template <class T, class D, class Gradient, bool kPushSums>
 __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialParams& args) {
     using C = ComputeType<T>;
     constexpr int kPack = kPackOfPair<T, D>;
@@ -79,7 +86,6 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
     __shared__ C warp_sums[kWarps][kMaxWidth];
     __shared__ C cta_sums[kMaxWidth];  // this CTA's column sums, read by its cluster peers (pulled sums)
     __shared__ C column_sums[kMaxWidth];
-    __shared__ std::uint64_t sums_landed;  // pushed sums: the mailbox's mbarrier
 
     const int width = args.tile_width;
     const int vectors = width / kPack;  // a power of two, at most kBackwardSpatialMaxVectors
@@ -98,11 +104,20 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
     Pack* dy_cache = reinterpret_cast<Pack*>(dynamic_shared) + vector;
     Pack* y_cache = dy_cache + static_cast<std::int64_t>(args.slice_len) * vectors;
     // Pushed sums (the plan pushes only where each cluster takes a single tile: a mailbox serves one exchange):
-    // column k of rank r lands in mailbox[r x width + k]. Opened now, so its cluster barrier completes while
-    // pass 1 reads.
-    const bool push_sums = args.push_sums != 0 && ranks > 1;
+    // column k of rank r lands in mailbox[r x width + k], in dynamic shared memory after the cache. Opened now, so
+    // its cluster barrier completes while pass 1 reads.
+    const bool push_sums = kPushSums && ranks > 1;
     C* mailbox = reinterpret_cast<C*>(dynamic_shared + args.mailbox_offset);
-    if (push_sums) mailbox_open_bytes(&sums_landed, ranks * static_cast<unsigned>(width * sizeof(C)));
+    // Its mbarrier is static and declared by the push instance alone, so the pull instance's static shared memory
+    // stays as it was. In this form the compiler keeps thread 0's setup of it a branch (at a run-time address after
+    // the slots it ran it warp-wide, the likely cause of racecheck's reports):
+    // performance.md#backward-spatial-push-per-dtype-pair.
+    std::uint64_t* sums_landed = nullptr;
+    if constexpr (kPushSums) {
+        __shared__ SumsLandedBarrier push_sums_landed;
+        sums_landed = &push_sums_landed.mbarrier;
+    }
+    if (push_sums) mailbox_open_bytes(sums_landed, ranks * static_cast<unsigned>(width * sizeof(C)));
 
     for (std::int64_t tile = blockIdx.x / ranks; tile < args.tiles; tile += gridDim.x / ranks) {
         std::int64_t outer, tile_in_outer;
@@ -172,8 +187,8 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
         if (push_sums) {
             cluster_wait();  // every peer's mailbox is set up
             if (tid < width) {
-                for (unsigned r = 0; r < ranks; ++r) mailbox_post_slot(mailbox + rank * width + tid, &sums_landed, cta_total, r);
-                mailbox_wait_landed(&sums_landed);
+                for (unsigned r = 0; r < ranks; ++r) mailbox_post_slot(mailbox + rank * width + tid, sums_landed, cta_total, r);
+                mailbox_wait_landed(sums_landed);
                 C total = mailbox[tid];
                 for (unsigned r = 1; r < ranks; ++r) total += mailbox[r * width + tid];
                 column_sums[tid] = total;
@@ -212,22 +227,25 @@ __device__ __forceinline__ void backward_spatial_tiles(const BackwardSpatialPara
 }
 
 // Pass 1's loads, the cache and the sums take registers in proportion to the pack: the mode is a
-// compile-time choice branched on once, as in the Rows families.
-template <class T, class D>
+// compile-time choice branched on once, as in the Rows families. The exchange is one too, so the pull
+// instance carries none of the push's code or shared memory.
+template <class T, class D, bool kPushSums>
 __global__ void __launch_bounds__(kBackwardSpatialThreads, 3) backward_spatial(const ParamBlock<BackwardSpatialParams> args) {
     if (args.log_mode != 0) {
-        backward_spatial_tiles<T, D, LogSoftmaxGradient>(args);
+        backward_spatial_tiles<T, D, LogSoftmaxGradient, kPushSums>(args);
     } else {
-        backward_spatial_tiles<T, D, SoftmaxGradient>(args);
+        backward_spatial_tiles<T, D, SoftmaxGradient, kPushSums>(args);
     }
 }
 
 }  // namespace
 
-const void* backward_spatial_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype) {
-    return visit_dtype_pair(value_dtype, gradient_dtype, [](auto t_tag, auto d_tag) -> const void* {
-        return reinterpret_cast<const void*>(
-            &backward_spatial<typename decltype(t_tag)::type, typename decltype(d_tag)::type>);
+const void* backward_spatial_kernel(smxDataType_t value_dtype, smxDataType_t gradient_dtype, BackwardSpatialExchange exchange) {
+    return visit_dtype_pair(value_dtype, gradient_dtype, [exchange](auto t_tag, auto d_tag) -> const void* {
+        using T = typename decltype(t_tag)::type;
+        using D = typename decltype(d_tag)::type;
+        return exchange == BackwardSpatialExchange::Push ? reinterpret_cast<const void*>(&backward_spatial<T, D, true>)
+                                                         : reinterpret_cast<const void*>(&backward_spatial<T, D, false>);
     });
 }
 

@@ -27,12 +27,20 @@ struct SpatialChoice {
 smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanContext& context, BackwardFamilyPlan* plan) {
     const BackwardTuning& tuning = context.tuning.backward;
     const DeviceLimits& limits = context.limits;
-    const void* kernel = backward_spatial_kernel(info.dy_dtype, info.dx_dtype);
-    SMX_RETURN_IF_ERROR(require_backward_kernel(kernel, info, "backward-spatial"));
-    std::size_t dynamic_limit = 0;
-    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, kernel, "backward-spatial", &dynamic_limit));
+    const void* pull_kernel = backward_spatial_kernel(info.dy_dtype, info.dx_dtype, BackwardSpatialExchange::Pull);
+    const void* push_kernel = backward_spatial_kernel(info.dy_dtype, info.dx_dtype, BackwardSpatialExchange::Push);
+    SMX_RETURN_IF_ERROR(require_backward_kernel(pull_kernel, info, "backward-spatial"));
+    SMX_RETURN_IF_ERROR(require_backward_kernel(push_kernel, info, "backward-spatial"));
+    // The push instance's static shared memory also holds the mailbox's mbarrier, so its dynamic limit is lower.
+    std::size_t pull_dynamic_limit = 0;
+    std::size_t push_dynamic_limit = 0;
+    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, pull_kernel, "backward-spatial", &pull_dynamic_limit));
+    SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(limits, push_kernel, "backward-spatial", &push_dynamic_limit));
     const bool clusters = has_clusters(limits);
-    if (clusters) SMX_RETURN_IF_ERROR(allow_large_clusters(kernel, "backward-spatial"));
+    if (clusters) {
+        SMX_RETURN_IF_ERROR(allow_large_clusters(pull_kernel, "backward-spatial"));
+        SMX_RETURN_IF_ERROR(allow_large_clusters(push_kernel, "backward-spatial"));
+    }
     const int pack = backward_pack(info);
     const auto value_size = static_cast<std::int64_t>(dtype_size(info.dy_dtype));
     const int max_vectors =
@@ -41,11 +49,19 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     const auto tile_count = [&](int vectors) {
         return info.outer * ceil_div(info.inner, static_cast<std::int64_t>(vectors) * pack);
     };
-    // A cluster pushes its CTAs' column sums unless SMX_CUDA_BACKWARD_EXCHANGE=pull, where the grid gives each
-    // cluster one tile (a mailbox serves one exchange): a float (f64: double) per column and rank, after the cache.
-    const bool pull_sums = context.preferences.backward_exchange == BackwardExchangePreference::Pull;
+    // A cluster pushes its CTAs' column sums where the grid gives each cluster one tile (a mailbox serves one
+    // exchange): a float (f64: double) per column and rank after the cache (its mbarrier is static). Not for
+    // 16-bit dy and y with 16-bit dx, where the push measured slower: their clustered plans' 64 KiB cache and the
+    // kernel's static shared memory fill an SM at three CTAs to the byte, so the mailbox costs a CTA per SM
+    // (performance.md#backward-spatial-push-per-dtype-pair); nor under SMX_CUDA_BACKWARD_EXCHANGE=pull.
+    const bool sixteen_bit_pair = dtype_size(info.dy_dtype) == 2 && dtype_size(info.dx_dtype) == 2;
+    const bool pull_sums = sixteen_bit_pair || context.preferences.backward_exchange == BackwardExchangePreference::Pull;
     const auto pushes = [&](int vectors, int cluster) {
         return !pull_sums && cluster > 1 && tile_count(vectors) <= INT_MAX / cluster;
+    };
+    const auto kernel_for = [&](int vectors, int cluster) { return pushes(vectors, cluster) ? push_kernel : pull_kernel; };
+    const auto dynamic_limit_for = [&](int vectors, int cluster) {
+        return pushes(vectors, cluster) ? push_dynamic_limit : pull_dynamic_limit;
     };
     const auto sum_size = static_cast<std::size_t>(info.dy_dtype == SMX_DTYPE_F64 ? 8 : 4);
     const auto mailbox_bytes = [&](int vectors, int cluster) {
@@ -58,12 +74,12 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         *placed = false;
         const std::int64_t slice_len = ceil_div(info.row_len, cluster);
         const auto bytes = static_cast<std::size_t>(slice_len * vectors * pack * value_size * 2) + mailbox_bytes(vectors, cluster);
-        if (bytes > std::min(budget, dynamic_limit)) return SMX_STATUS_SUCCESS;
+        if (bytes > std::min(budget, dynamic_limit_for(vectors, cluster))) return SMX_STATUS_SUCCESS;
         if (cluster == 1) {
             int blocks = 0;
-            SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, kThreads, bytes, &blocks));
+            SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(pull_kernel, kThreads, bytes, &blocks));
             if (blocks == 0) return SMX_STATUS_SUCCESS;
-        } else if (max_active_clusters(kernel, cluster, kThreads, bytes) == 0) {
+        } else if (max_active_clusters(kernel_for(vectors, cluster), cluster, kThreads, bytes) == 0) {
             return SMX_STATUS_SUCCESS;
         }
         choice = {true, vectors, cluster, slice_len, bytes};
@@ -89,7 +105,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         const bool large = clusters && !narrow_rows && row_bytes(vectors) <= tuning.spatial_large_cluster_row_bytes;
         return large ? max_cluster : budget_max_cluster;
     };
-    if (dynamic_limit > 0) {
+    if (pull_dynamic_limit > 0) {  // the larger of the two limits
         for (int vectors = max_vectors; vectors >= 1 && unclustered_enough(vectors) && !placed; vectors /= 2) {
             SMX_RETURN_IF_ERROR(try_cached(vectors, 1, tuning.spatial_tile_budget, &placed));
         }
@@ -100,7 +116,7 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
         }
         for (int vectors = max_vectors; vectors >= 1 && !placed; vectors /= 2) {
             for (int cluster = 1; cluster <= max_cluster && !placed; cluster *= 2) {
-                SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, dynamic_limit, &placed));
+                SMX_RETURN_IF_ERROR(try_cached(vectors, cluster, dynamic_limit_for(vectors, cluster), &placed));
             }
         }
     }
@@ -119,9 +135,13 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
                 break;
             }
         } else {
-            const std::size_t mailbox = mailbox_bytes(before.vectors, before.cluster * 2);
-            if (mailbox > dynamic_limit || max_active_clusters(kernel, before.cluster * 2, kThreads, mailbox) == 0) break;
-            choice.cluster = before.cluster * 2;
+            const int cluster = before.cluster * 2;
+            const std::size_t mailbox = mailbox_bytes(before.vectors, cluster);
+            if (mailbox > dynamic_limit_for(before.vectors, cluster) ||
+                max_active_clusters(kernel_for(before.vectors, cluster), cluster, kThreads, mailbox) == 0) {
+                break;
+            }
+            choice.cluster = cluster;
             choice.slice_len = ceil_div(info.row_len, choice.cluster);
             choice.shared_bytes = mailbox;
         }
@@ -156,9 +176,8 @@ smxStatus_t plan_backward_spatial(const SoftmaxBackwardInfo& info, const PlanCon
     params.whole_lines = whole_lines ? 1 : 0;
     params.log_mode = info.is_log() ? 1 : 0;
     const bool push_sums = pushes(choice.vectors, choice.cluster);
-    params.push_sums = push_sums ? 1 : 0;
     params.mailbox_offset = static_cast<int>(choice.shared_bytes - mailbox_bytes(choice.vectors, choice.cluster));
-    const Launch launch{kernel, dim3(grid), dim3(kThreads), choice.shared_bytes,
+    const Launch launch{kernel_for(choice.vectors, choice.cluster), dim3(grid), dim3(kThreads), choice.shared_bytes,
                         choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
     const char* exchange = choice.cluster == 1 ? "" : push_sums ? " exchange=push" : " exchange=pull";
     *plan = make_backward_family_plan(

@@ -79,7 +79,10 @@ struct ClusterMailbox {
 
 // The mailbox's steps on slots and an mbarrier laid out by the caller (backward-spatial: a vector of column
 // sums per rank, in dynamic shared memory); ClusterMailbox's below are these with one slot per rank.
-// Opens the mailbox whose mbarrier is `landed`, expecting `bytes` from the peers in all.
+// Opens the mailbox whose mbarrier is `landed`, expecting `bytes` from the peers in all. The compiler may turn
+// thread 0's branch into warp-wide predicated instructions (`@!UP0 SYNCS.EXCH.64` in the SASS), the likely cause
+// of racecheck's reports at this init and arrive: check a new caller's SASS
+// (performance.md#backward-spatial-push-per-dtype-pair).
 __device__ __forceinline__ void mailbox_open_bytes(std::uint64_t* landed, unsigned bytes) {
 #if __CUDA_ARCH__ >= 900
     if (threadIdx.x == 0) {
