@@ -79,6 +79,11 @@ RowsOptionsParams rows_options_params(const RowGeometry& geometry, const Softmax
     params.mask_dtype = general.mask_dtype;
     params.causal = general.causal;
     params.zero_rows = general.zero_rows;
+    constexpr std::int64_t kFastQueryLimit = std::int64_t{1} << 31;
+    if (params.causal != 0 && geometry.rows <= kFastQueryLimit && params.causal_queries < kFastQueryLimit) {
+        params.causal_fast_query = 1;
+        params.causal_divisor = make_fast_divisor(static_cast<std::uint32_t>(params.causal_queries));
+    }
     return params;
 }
 

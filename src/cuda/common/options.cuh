@@ -333,13 +333,22 @@ struct RowsOptionsInput {
         }
         std::int64_t read_len = row_len;
         if (options.causal != 0) {
-            const std::int64_t last = row % options.causal_queries + options.causal_offset;  // clamped: no overflow
+            const std::int64_t last = causal_query(row) + options.causal_offset;  // clamped: no overflow
             read_len = last + 1 < read_len ? (last + 1 < 0 ? 0 : last + 1) : read_len;
         }
         C scale = C(1);
         if (options.scale_kind == 1) scale = C(options.scalar_scale);
         if (options.scale_kind == 2) scale = C(options.scale[row * options.scale_row_stride]);
         return {options, mask_row, read_len, scale};
+    }
+
+    // Row r's causal query, r % causal_queries.
+    __device__ __forceinline__ std::int64_t causal_query(std::int64_t row) const {
+        if (options.causal_fast_query != 0) {
+            const auto index = static_cast<std::uint32_t>(row);
+            return index - fast_quotient(index, options.causal_divisor) * static_cast<std::uint32_t>(options.causal_queries);
+        }
+        return row % options.causal_queries;
     }
 
     // Whether a row writes empty_row_value everywhere: masked_rows zero and nothing to normalize (the formulas
