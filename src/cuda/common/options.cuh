@@ -312,6 +312,9 @@ template <RowsOptionSet kSet, class X>
 struct RowsOptionsInput {
     static constexpr bool kRaw = false;
     static constexpr bool kPerRow = true;
+    // The warp family loads a pack that straddles the causal window whole: not the any set, whose transform reads
+    // its mask element by element (past the window too) and whose registers it would cost.
+    static constexpr bool kLoadsStraddlingPacks = kSet != RowsOptionSet::Any;
     const RowsOptionsParams& options;
 
     template <class Params>
