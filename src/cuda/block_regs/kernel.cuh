@@ -199,9 +199,11 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // The packed hold widens at each use, with the scale only: elements past the causal window hold
                 // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
                 // block_regs_packed_options_apply, cluster_plan.cpp).
+                // One test a pack: only a pack that reaches past the window tests its elements.
                 const X excluded = StoreAs<X>::from(neg_inf<C>());
 #pragma unroll
                 for (int p = 0; p < kPacks; ++p) {
+                    if (slice_index(p, kPack - 1) < read_count) continue;
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (slice_index(p, k) >= read_count) raw[p].value[k] = excluded;
@@ -227,15 +229,20 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         if constexpr ((kUnmaskedOptions<Input> || LoadedMask::kLoaded) && !kPackedHold) {
             // The unmasked, keep and additive sets: the plain widen, z = mask(scale * x) with the pack's loaded
             // mask (none for the unmasked set), -inf past the causal window (packs past it loaded nothing: their
-            // values are all replaced).
+            // values are all replaced). 16-bit x tests the window once a pack, its elements only in a pack that
+            // reaches past it, rather than a test and a select for every element.
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 loaded[p] = p * threads + tid < body_packs;
                 widen_pack(raw[p], &held[p * kPack]);
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    const C z = mask_packs[p](row_options.scale * held[p * kPack + k], k);
-                    held[p * kPack + k] = slice_index(p, k) < read_count ? z : neg_inf<C>();
+                for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scale * held[p * kPack + k], k);
+                // (f32 x tests every value: the branch cost its 32-value instances stack.)
+                if (sizeof(X) == 4 || slice_index(p, kPack - 1) >= read_count) {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        if (slice_index(p, k) >= read_count) held[p * kPack + k] = neg_inf<C>();
+                    }
                 }
             }
         } else if constexpr (Input::kPerRow && !kPackedHold) {
