@@ -33,6 +33,15 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr smxDataType_t kFloating[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32, SMX_DTYPE_F64};
 
+// An x -> y dtype pair, and contiguous (rows, n) rows with the family their plan must name.
+struct Pair {
+    smxDataType_t x, y;
+};
+struct Case {
+    std::int64_t rows, n;
+    const char* kind;
+};
+
 // Runs softmax with options on the device into a poisoned y (downloaded into `y`); the option tensors are
 // uploaded from the spec. Returns the smx status; `plan` receives the plan text.
 smxStatus_t run_options_on_device(smxHandle_t handle, HostTensor& y, const HostTensor& x, int axis, bool log_mode,
@@ -253,17 +262,10 @@ TEST_CASE("cuda options: each option alone matches the reference for every dtype
 TEST_CASE("cuda options: every option on the warp family's shapes and past them, against the reference",
           "[cuda][options][sanitize]") {
     CudaHandle handle;
-    struct Pair {
-        smxDataType_t x, y;
-    };
     const Pair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
                           {SMX_DTYPE_BF16, SMX_DTYPE_F32},
                           {SMX_DTYPE_F16, SMX_DTYPE_F16},
                           {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
-    struct Case {
-        std::int64_t rows, n;
-        const char* kind;
-    };
     // Warp: narrow and 32-lane shapes, rows not a multiple of a pack, the longest warp row; past it block-regs'
     // options instances: one CTA a row, just past the warp family, and clusters (slices ending inside packs).
     const Case cases[] = {{37, 3, "warp"},         {37, 45, "warp"},         {9, 1000, "warp"},
@@ -564,6 +566,49 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
             CHECK(mismatch == "");
             CHECK(kernel_kind(plan) == "block-regs");
             CHECK(plan.find("values=64") == std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a multiply, alone and with causal "
+          "windows, against the reference",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // The unmasked set's softmax holds x and takes the scale in the exp where the scalar's float is above 0 and at
+    // most 2^64 (rows_scale_folds); 0, negative, past 2^64 and scales whose float is 0 multiply each x as before.
+    // Both sides of the bound, tiny and huge folded scales, on every fast family's unmasked instances: warp
+    // (narrow, two packs, 32 lanes), block-regs (one CTA, a cluster), and the packed 64 values of 16-bit x.
+    const double scales[] = {0.37, 3.0, 1e-30, 1e19, 0x1p64, 0x1p64 * 1.5, 1e30, 0.0, -2.5, 1e-50};
+    const Pair pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                          {SMX_DTYPE_F32, SMX_DTYPE_F32},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                          {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                          {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
+    const Case cases[] = {{37, 45, "warp"}, {70, 32, "warp"}, {9, 1000, "warp"}, {6, 5000, "block-regs"},
+                          {3, 32768, "block-regs"}};
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");  // three long rows would take grid-regs
+    for (const Pair& pair : pairs) {
+        for (const Case& c : cases) {
+            HostTensor x = make_tensor(pair.x, {c.rows, c.n});
+            fill_random(x, test_rng());
+            add_special_rows(x);
+            HostTensor y = make_tensor(pair.y, {c.rows, c.n});
+            for (bool log_mode : {false, true}) {
+                for (const double scale : scales) {
+                    for (const std::optional<std::int64_t> causal : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{0},
+                                                                      std::optional<std::int64_t>{c.n / 3}}) {
+                        OptionsSpec spec;
+                        spec.scale = scale;
+                        spec.causal = causal;
+                        std::string plan;
+                        const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+                        INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+                        CHECK(mismatch == "");
+                        CHECK(kernel_kind(plan) == c.kind);
+                        CHECK(plan.find(" set=unmasked") != std::string::npos);
+                    }
+                }
+            }
         }
     }
 }

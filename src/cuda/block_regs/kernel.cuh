@@ -236,7 +236,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 loaded[p] = p * threads + tid < body_packs;
                 widen_pack(raw[p], &held[p * kPack]);
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scale * held[p * kPack + k], k);
+                for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scaled(held[p * kPack + k]), k);
                 // (f32 x tests every value: the branch cost its 32-value instances stack.)
                 if (sizeof(X) == 4 || slice_index(p, kPack - 1) >= read_count) {
 #pragma unroll
@@ -282,7 +282,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         const auto value = [&](int i) -> C {
             if constexpr (kPackedHold && Input::kPerRow) {
-                return row_options.scale * widen_element_on_use(raw[i / kPack], i % kPack);
+                return row_options.scaled(widen_element_on_use(raw[i / kPack], i % kPack));
             } else if constexpr (kPackedHold) {
                 return input(widen_element_on_use(raw[i / kPack], i % kPack));
             } else {
@@ -300,12 +300,13 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 #pragma unroll
             for (int k = 0; k < kPack; ++k) thread_max = max_skip_nan(thread_max, value(p * kPack + k));
         }
+        thread_max = held_max_to_shift(input, thread_max);  // in z's units (folded inputs hold x)
         const bool thread_all_neg_inf = thread_max == neg_inf<C>();
         const C shift = thread_all_neg_inf ? C(0) : thread_max;
         C edge_exp = 0;
         C thread_sum = 0;
         C unbias = 1;  // the fast exp's factor (see with_shifted_exp), removed from this thread's sum
-        with_shifted_exp(shift, [&](const auto& exp) {
+        with_value_shifted_exp(input, shift, [&](const auto& exp) {
             edge_exp = exp(edge);
             thread_sum = edge_exp;
 #pragma unroll
@@ -432,9 +433,14 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // (Not for grid-regs steps: they write exactly what grid-regs writes, exp(v) x factor.)
                 const auto folded = Output::folded_exp(row_stats.max, row_stats.sum);
                 if (kPackedHold && sizeof(Y) == 2 && folded.applies()) {
-                    write([&](int i) -> C { return folded(value(i)); });
+                    if constexpr (kHeldBeforeScale<Input>) {
+                        const C multiplier = input.template launch_scale<C>() * kLog2e;
+                        write([&](int i) -> C { return folded.of_scaled(value(i), multiplier); });
+                    } else {
+                        write([&](int i) -> C { return folded(value(i)); });
+                    }
                 } else {
-                    with_shifted_exp(shift, [&](const auto& exp) {
+                    with_value_shifted_exp(input, shift, [&](const auto& exp) {
                         write([&](int i) -> C {
                             return Output::element_from_value(value(i), row_stats.max, factor, exp);
                         });
@@ -473,6 +479,13 @@ __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
         block_regs_rows<X, Y, kValues, kRowSteps, Input, ForwardOutput>(args);
     } else if (args.log_mode != 0) {
         block_regs_rows<X, Y, kValues, kRowSteps, Input, LogSoftmaxOutput>(args);
+    } else if constexpr (sizeof(X) == 2 && kValues >= 32) {
+        // Softmax of the unmasked set: its scale folded into the exps where the plan allows it. 16-bit x at 32
+        // and 64 values only: the second body cost the 16-value instances 9-12 registers and f32 x's 32 values
+        // more stack, where these kept theirs (docs/performance.md, "options: scale folded into the exp").
+        with_folded_input<Input, SoftmaxOutput>(args, [&](auto input_tag) {
+            block_regs_rows<X, Y, kValues, kRowSteps, typename decltype(input_tag)::type, SoftmaxOutput>(args);
+        });
     } else {
         block_regs_rows<X, Y, kValues, kRowSteps, Input, SoftmaxOutput>(args);
     }

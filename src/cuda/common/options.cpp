@@ -65,6 +65,13 @@ const char* option_set_name(RowsOptionSet set) {
     return "any";
 }
 
+bool rows_scale_folds(const SoftmaxOptions& options) {
+    if (options.scale_kind == ScaleKind::None) return true;
+    if (options.scale_kind != ScaleKind::Scalar) return false;
+    // The kernels take the scale as a float: one that rounds to 0 there keeps the multiply (0 * inf is NaN).
+    return static_cast<float>(options.scale) > 0.0f && options.scale <= kFoldedScaleMax;
+}
+
 RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options) {
     // The general family's reading of the options, with each operand's index strides reduced to its row stride.
     const OptionsParams general = options_params(geometry, options);
@@ -79,6 +86,7 @@ RowsOptionsParams rows_options_params(const RowGeometry& geometry, const Softmax
     params.mask_dtype = general.mask_dtype;
     params.causal = general.causal;
     params.zero_rows = general.zero_rows;
+    params.fold_scale = rows_scale_folds(options) ? 1 : 0;
     constexpr std::int64_t kFastQueryLimit = std::int64_t{1} << 31;
     if (params.causal != 0 && geometry.rows <= kFastQueryLimit && params.causal_queries < kFastQueryLimit) {
         params.causal_fast_query = 1;

@@ -79,6 +79,9 @@ struct RowsOptionsParams {
     // the operands pass 32 bits): short rows pay it once a row, a row being a few elements a thread.
     FastDivisor causal_divisor;
     int causal_fast_query = 0;
+    // The unmasked set's softmax folds the scale into the exp's multiplier (rows_scale_folds): no scale or a
+    // scalar one, positive and moderate. Others multiply each x by the scale as it is loaded.
+    int fold_scale = 0;
 
     void bind(const void* scale_pointer, const void* mask_pointer) {
         scale = static_cast<const float*>(scale_pointer);
@@ -108,6 +111,12 @@ const char* option_set_name(RowsOptionSet set);
 // Whether a problem's options can run on the fast row families: Rows layout, the mask contiguous along the
 // axis and causal rows in row order. Others take the general family.
 bool rows_options_apply(const RowGeometry& geometry, const SoftmaxOptions& options);
+
+// Whether a problem's scale folds into the exp on the fast row families: none (causal, masked_rows) or a scalar
+// whose float is above 0 and at most kFoldedScaleMax. A fold needs max(s x) = s max(x) (s > 0), s x NaN only
+// where x is (s finite, not 0) and s log2(e) finite; per-row scales keep the multiply (rows of a warp differ).
+bool rows_scale_folds(const SoftmaxOptions& options);
+constexpr double kFoldedScaleMax = 0x1p64;
 
 // The Rows-layout options of a problem that rows_options_apply takes, pointers left empty (bound at the call).
 RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options);

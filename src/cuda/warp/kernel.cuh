@@ -155,7 +155,8 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
             C thread_max = values[r][0];
 #pragma unroll
             for (int c = 1; c < kCols; ++c) thread_max = max_skip_nan(thread_max, values[r][c]);
-            row_max[r] = group_max_skip_nan<kLanes>(thread_max);
+            // In z's units (folded inputs hold x: the scale turns their max into z's).
+            row_max[r] = held_max_to_shift(input, group_max_skip_nan<kLanes>(thread_max));
             if constexpr (Input::kPerRow) {
                 // Whether a kept z is NaN: masked_rows zero must tell that row from an empty one, and here the
                 // sum of an all -inf row is NaN too. Only masked_rows zero asks (a uniform branch).
@@ -181,7 +182,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
         bool fast = true;
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) fast = fast && fast_exp_applies(row_max[r]);
-        with_exp_form<C>(fast, [&](auto form) {
+        with_value_exp_form<C>(input, fast, [&](auto form) {
 #pragma unroll
             for (int r = 0; r < kRowsPerThread; ++r) {
                 const auto exp = form.make(row_max[r]);
@@ -262,8 +263,12 @@ __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
             warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, Input, LogSoftmaxOutput, Index>(
                 args, Input::of(args));
         } else {
-            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, Input, SoftmaxOutput, Index>(
-                args, Input::of(args));
+            // Softmax of the unmasked set: its scale folded into the exps where the plan allows it.
+            with_folded_input<Input, SoftmaxOutput>(args, [&](auto input_tag) {
+                using RowInput = typename decltype(input_tag)::type;
+                warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, RowInput, SoftmaxOutput, Index>(
+                    args, RowInput::of(args));
+            });
         }
     };
     if constexpr (kCols * kRowsPerThread <= kWarpOffsets32MaxValues) {
@@ -317,10 +322,16 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm)
 }
 
 // The options instances' minimum of CTAs per SM: the plain shape's, but 12 (40 registers) where the plain
-// one states 16 (32) for 16 values: the options bodies spilled there (docs/cuda-kernels.md, "Option sets").
+// one states 16 (32) for 16 values: the options bodies spilled there (docs/cuda-kernels.md, "Option sets");
+// and 10 (48 registers, plain's count) for f32 x at 16 values, which plain leaves unbounded: the folded scale's
+// second body took them to 56-63 unbounded, and fits 48 without spilling (docs/performance.md, "options: scale
+// folded into the exp").
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 constexpr int kWarpOptionsMinCtasPerSm = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 16 && kCols * kRowsPerThread == 16
                                              ? 12
+                                         : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 0 && sizeof(X) == 4 &&
+                                                 kCols * kRowsPerThread == 16
+                                             ? 10
                                              : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
 
 // The options instance of a shape for set `set` (pairs of kRowsOptionsPair only).
