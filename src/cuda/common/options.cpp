@@ -67,9 +67,7 @@ const char* option_set_name(RowsOptionSet set) {
 
 bool rows_scale_folds(const SoftmaxOptions& options) {
     if (options.scale_kind == ScaleKind::None) return true;
-    if (options.scale_kind != ScaleKind::Scalar) return false;
-    // The kernels take the scale as a float: one that rounds to 0 there keeps the multiply (0 * inf is NaN).
-    return static_cast<float>(options.scale) > 0.0f && options.scale <= kFoldedScaleMax;
+    return options.scale_kind == ScaleKind::Scalar && scalar_scale_folds(options.scale);
 }
 
 RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options) {

@@ -113,10 +113,19 @@ const char* option_set_name(RowsOptionSet set);
 bool rows_options_apply(const RowGeometry& geometry, const SoftmaxOptions& options);
 
 // Whether a problem's scale folds into the exp on the fast row families: none (causal, masked_rows) or a scalar
-// whose float is above 0 and at most kFoldedScaleMax. A fold needs max(s x) = s max(x) (s > 0), s x NaN only
-// where x is (s finite, not 0) and s log2(e) finite; per-row scales keep the multiply (rows of a warp differ).
+// that scalar_scale_folds takes. A fold needs max(s x) = s max(x) (s > 0), s x NaN only where x is (s finite,
+// not 0) and s log2(e) finite; per-row scales keep the multiply (rows of a warp differ). The decision reads
+// the options alone, never the row count, so batch-invariant rows fold alike in every batch.
 bool rows_scale_folds(const SoftmaxOptions& options);
-constexpr double kFoldedScaleMax = 0x1p64;
+
+// Whether a scalar scale folds: its float, the value the kernels multiply by, lies in (0, kFoldedScaleMax]. The
+// double is not what they use: 1e-50 is positive there but 0 in float, and a fold would then multiply the causal
+// window's -inf by 0; a double just past 2^64 may round to it.
+constexpr float kFoldedScaleMax = 0x1p64f;
+inline bool scalar_scale_folds(double scale) {
+    const float kernel_scale = static_cast<float>(scale);
+    return kernel_scale > 0.0f && kernel_scale <= kFoldedScaleMax;
+}
 
 // The Rows-layout options of a problem that rows_options_apply takes, pointers left empty (bound at the call).
 RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options);
