@@ -901,7 +901,9 @@ struct InvariantBatch {
     }
 
     // The options of variant `v` (0: batch invariance alone; 1: with the keep mask and masked rows zero; 2: with
-    // the additive mask and the per-row scale).
+    // the additive mask and the per-row scale; 3: with a scalar scale, which softmax's unmasked instances fold
+    // into the exp: the fold must follow the scale and the plan, never the row count).
+    static constexpr int kVariants = 4;
     OptionsSpec spec(int v) const {
         OptionsSpec spec;
         spec.batch_invariant = true;
@@ -913,6 +915,7 @@ struct InvariantBatch {
             spec.mask = &additive;
             spec.scale_tensor = &scale;
         }
+        if (v == 3) spec.scale = 0.37;
         return spec;
     }
 };
@@ -934,7 +937,7 @@ TEST_CASE("cuda options: batch invariance, a row's bits and plan the same for 1,
     // 128256), rows whose bytes are not a multiple of 16 (33, 127, 1025, 4097, 50257, 300001: general-rows
     // past 1024) and rows longer than any cluster holds (300001).
     const std::int64_t lengths[] = {1, 32, 33, 127, 1024, 1025, 2048, 4097, 16384, 32000, 50257, 70000, 128256, 300001};
-    constexpr int kVariants = 3;
+    constexpr int kVariants = InvariantBatch::kVariants;
     for (const Pair& pair : pairs) {
         for (std::int64_t n : lengths) {
             // f32 -> bf16 on the warp family's lengths, where its rows of up to 16 elements are two to a thread.
@@ -1002,7 +1005,7 @@ TEST_CASE("cuda options: batch invariance on the warp family and general-rows, t
     for (const Pair& pair : pairs) {
         for (std::int64_t n : {32, 33, 127, 1024, 1025, 4097}) {
             const InvariantBatch batch(pair.x, 5, n);
-            for (int v = 0; v < 3; ++v) {
+            for (int v = 0; v < InvariantBatch::kVariants; ++v) {
                 for (bool log_mode : {false, true}) {
                     std::vector<unsigned char> first_bits;
                     for (std::int64_t front : {0, 1}) {
