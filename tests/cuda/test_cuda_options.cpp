@@ -33,6 +33,15 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr smxDataType_t kFloating[] = {SMX_DTYPE_F16, SMX_DTYPE_BF16, SMX_DTYPE_F32, SMX_DTYPE_F64};
 
+// An x -> y dtype pair, and contiguous (rows, n) rows with the family their plan must name.
+struct Pair {
+    smxDataType_t x, y;
+};
+struct Case {
+    std::int64_t rows, n;
+    const char* kind;
+};
+
 // Runs softmax with options on the device into a poisoned y (downloaded into `y`); the option tensors are
 // uploaded from the spec. Returns the smx status; `plan` receives the plan text.
 smxStatus_t run_options_on_device(smxHandle_t handle, HostTensor& y, const HostTensor& x, int axis, bool log_mode,
@@ -72,12 +81,14 @@ smxStatus_t run_options_on_device(smxHandle_t handle, HostTensor& y, const HostT
 }
 
 // The device result against the float64 options reference, with the slack of z computed in the pair's
-// compute type; "" when it matches.
+// compute type; "" when it matches. The reference computes with `reference_spec` where given (the device with
+// `spec`).
 std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const HostTensor& x, int axis, bool log_mode,
-                                    const OptionsSpec& spec, std::string* plan = nullptr) {
+                                    const OptionsSpec& spec, std::string* plan = nullptr,
+                                    const OptionsSpec* reference_spec = nullptr) {
     const smxStatus_t status = run_options_on_device(handle, y, x, axis, log_mode, spec, plan);
     if (status != SMX_STATUS_SUCCESS) return std::string("smx failed: ") + smxGetStatusString(status) + ": " + smxGetLastErrorMessage();
-    OptionsReference ref = reference_softmax_options(x, axis, log_mode, spec);
+    OptionsReference ref = reference_softmax_options(x, axis, log_mode, reference_spec != nullptr ? *reference_spec : spec);
     round_overflow(y.dtype, ref.y);
     return compare_to_reference(y, ref.y, log_mode, &ref.z_magnitude, options_compute_rtol(x.dtype, y.dtype));
 }
@@ -253,17 +264,10 @@ TEST_CASE("cuda options: each option alone matches the reference for every dtype
 TEST_CASE("cuda options: every option on the warp family's shapes and past them, against the reference",
           "[cuda][options][sanitize]") {
     CudaHandle handle;
-    struct Pair {
-        smxDataType_t x, y;
-    };
     const Pair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
                           {SMX_DTYPE_BF16, SMX_DTYPE_F32},
                           {SMX_DTYPE_F16, SMX_DTYPE_F16},
                           {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
-    struct Case {
-        std::int64_t rows, n;
-        const char* kind;
-    };
     // Warp: narrow and 32-lane shapes, rows not a multiple of a pack, the longest warp row; past it block-regs'
     // options instances: one CTA a row, just past the warp family, and clusters (slices ending inside packs).
     const Case cases[] = {{37, 3, "warp"},         {37, 45, "warp"},         {9, 1000, "warp"},
@@ -568,6 +572,59 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
     }
 }
 
+TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a multiply, alone and with causal "
+          "windows, against the reference",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // The unmasked set's softmax holds x and takes the scale in the exp where the scalar's float is above 0 and at
+    // most 2^64 (scalar_scale_folds); 0, negative, past 2^64 and scales whose float is 0 or inf multiply each x as
+    // before. Both sides of the bound in float (a double above 2^64 that rounds to it folds), tiny and huge folded
+    // scales, on every fast family's unmasked instances: warp (narrow, two packs, 32 lanes), block-regs (one CTA,
+    // a cluster), and the packed 64 values of 16-bit x.
+    const double scales[] = {0.37, 3.0,  1e-30, 1e19, 0x1p64, 0x1p64 * (1.0 + 0x1p-30), 0x1p64 * 1.5,
+                             1e30, 0.0, -2.5,  1e-50, 1e39};
+    const Pair pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                          {SMX_DTYPE_F32, SMX_DTYPE_F32},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                          {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                          {SMX_DTYPE_F32, SMX_DTYPE_BF16}};
+    const Case cases[] = {{37, 45, "warp"}, {70, 32, "warp"}, {9, 1000, "warp"}, {6, 5000, "block-regs"},
+                          {3, 32768, "block-regs"}};
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");  // three long rows would take grid-regs
+    for (const Pair& pair : pairs) {
+        for (const Case& c : cases) {
+            HostTensor x = make_tensor(pair.x, {c.rows, c.n});
+            fill_random(x, test_rng());
+            add_special_rows(x);
+            HostTensor y = make_tensor(pair.y, {c.rows, c.n});
+            for (bool log_mode : {false, true}) {
+                for (const double scale : scales) {
+                    for (const std::optional<std::int64_t> causal : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{0},
+                                                                      std::optional<std::int64_t>{c.n / 3}}) {
+                        OptionsSpec spec;
+                        spec.scale = scale;
+                        spec.causal = causal;
+                        // The reference takes the scale as the kernels hold it, in float (docs/api.md, "Scale"):
+                        // 1e-50 is 0 there (x's +-inf give NaN: 0 * inf) and 1e39 inf (every x but 0 gives an
+                        // infinity), where the double's products are finite. A window's -inf must stay out of the
+                        // product: a fold or the packed hold applied at a float 0 gives NaN rows, which the
+                        // reference's uniform rows catch.
+                        OptionsSpec reference_spec = spec;
+                        reference_spec.scale = static_cast<double>(static_cast<float>(scale));
+                        std::string plan;
+                        const std::string mismatch =
+                            check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan, &reference_spec);
+                        INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+                        CHECK(mismatch == "");
+                        CHECK(kernel_kind(plan) == c.kind);
+                        CHECK(plan.find(" set=unmasked") != std::string::npos);
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda options: the problems the fast families leave to the general family", "[cuda][options]") {
     CudaHandle handle;
     HostTensor x = make_tensor(SMX_DTYPE_F64, {5, 300});
@@ -844,7 +901,9 @@ struct InvariantBatch {
     }
 
     // The options of variant `v` (0: batch invariance alone; 1: with the keep mask and masked rows zero; 2: with
-    // the additive mask and the per-row scale).
+    // the additive mask and the per-row scale; 3: with a scalar scale, which softmax's unmasked instances fold
+    // into the exp: the fold must follow the scale and the plan, never the row count).
+    static constexpr int kVariants = 4;
     OptionsSpec spec(int v) const {
         OptionsSpec spec;
         spec.batch_invariant = true;
@@ -856,6 +915,7 @@ struct InvariantBatch {
             spec.mask = &additive;
             spec.scale_tensor = &scale;
         }
+        if (v == 3) spec.scale = 0.37;
         return spec;
     }
 };
@@ -877,7 +937,7 @@ TEST_CASE("cuda options: batch invariance, a row's bits and plan the same for 1,
     // 128256), rows whose bytes are not a multiple of 16 (33, 127, 1025, 4097, 50257, 300001: general-rows
     // past 1024) and rows longer than any cluster holds (300001).
     const std::int64_t lengths[] = {1, 32, 33, 127, 1024, 1025, 2048, 4097, 16384, 32000, 50257, 70000, 128256, 300001};
-    constexpr int kVariants = 3;
+    constexpr int kVariants = InvariantBatch::kVariants;
     for (const Pair& pair : pairs) {
         for (std::int64_t n : lengths) {
             // f32 -> bf16 on the warp family's lengths, where its rows of up to 16 elements are two to a thread.
@@ -945,7 +1005,7 @@ TEST_CASE("cuda options: batch invariance on the warp family and general-rows, t
     for (const Pair& pair : pairs) {
         for (std::int64_t n : {32, 33, 127, 1024, 1025, 4097}) {
             const InvariantBatch batch(pair.x, 5, n);
-            for (int v = 0; v < 3; ++v) {
+            for (int v = 0; v < InvariantBatch::kVariants; ++v) {
                 for (bool log_mode : {false, true}) {
                     std::vector<unsigned char> first_bits;
                     for (std::int64_t front : {0, 1}) {

@@ -199,9 +199,11 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // The packed hold widens at each use, with the scale only: elements past the causal window hold
                 // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
                 // block_regs_packed_options_apply, cluster_plan.cpp).
+                // One test a pack: only a pack that reaches past the window tests its elements.
                 const X excluded = StoreAs<X>::from(neg_inf<C>());
 #pragma unroll
                 for (int p = 0; p < kPacks; ++p) {
+                    if (slice_index(p, kPack - 1) < read_count) continue;
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (slice_index(p, k) >= read_count) raw[p].value[k] = excluded;
@@ -227,15 +229,20 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         if constexpr ((kUnmaskedOptions<Input> || LoadedMask::kLoaded) && !kPackedHold) {
             // The unmasked, keep and additive sets: the plain widen, z = mask(scale * x) with the pack's loaded
             // mask (none for the unmasked set), -inf past the causal window (packs past it loaded nothing: their
-            // values are all replaced).
+            // values are all replaced). 16-bit x tests the window once a pack, its elements only in a pack that
+            // reaches past it, rather than a test and a select for every element.
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 loaded[p] = p * threads + tid < body_packs;
                 widen_pack(raw[p], &held[p * kPack]);
 #pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    const C z = mask_packs[p](row_options.scale * held[p * kPack + k], k);
-                    held[p * kPack + k] = slice_index(p, k) < read_count ? z : neg_inf<C>();
+                for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scaled(held[p * kPack + k]), k);
+                // (f32 x tests every value: the branch cost its 32-value instances stack.)
+                if (sizeof(X) == 4 || slice_index(p, kPack - 1) >= read_count) {
+#pragma unroll
+                    for (int k = 0; k < kPack; ++k) {
+                        if (slice_index(p, k) >= read_count) held[p * kPack + k] = neg_inf<C>();
+                    }
                 }
             }
         } else if constexpr (Input::kPerRow && !kPackedHold) {
@@ -275,7 +282,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         const auto value = [&](int i) -> C {
             if constexpr (kPackedHold && Input::kPerRow) {
-                return row_options.scale * widen_element_on_use(raw[i / kPack], i % kPack);
+                return row_options.scaled(widen_element_on_use(raw[i / kPack], i % kPack));
             } else if constexpr (kPackedHold) {
                 return input(widen_element_on_use(raw[i / kPack], i % kPack));
             } else {
@@ -293,12 +300,13 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 #pragma unroll
             for (int k = 0; k < kPack; ++k) thread_max = max_skip_nan(thread_max, value(p * kPack + k));
         }
+        thread_max = held_max_to_shift(input, thread_max);  // in z's units (folded inputs hold x)
         const bool thread_all_neg_inf = thread_max == neg_inf<C>();
         const C shift = thread_all_neg_inf ? C(0) : thread_max;
         C edge_exp = 0;
         C thread_sum = 0;
         C unbias = 1;  // the fast exp's factor (see with_shifted_exp), removed from this thread's sum
-        with_shifted_exp(shift, [&](const auto& exp) {
+        with_value_shifted_exp(input, shift, [&](const auto& exp) {
             edge_exp = exp(edge);
             thread_sum = edge_exp;
 #pragma unroll
@@ -425,9 +433,14 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // (Not for grid-regs steps: they write exactly what grid-regs writes, exp(v) x factor.)
                 const auto folded = Output::folded_exp(row_stats.max, row_stats.sum);
                 if (kPackedHold && sizeof(Y) == 2 && folded.applies()) {
-                    write([&](int i) -> C { return folded(value(i)); });
+                    if constexpr (kHeldBeforeScale<Input>) {
+                        const C multiplier = input.template launch_scale<C>() * kLog2e;
+                        write([&](int i) -> C { return folded.of_scaled(value(i), multiplier); });
+                    } else {
+                        write([&](int i) -> C { return folded(value(i)); });
+                    }
                 } else {
-                    with_shifted_exp(shift, [&](const auto& exp) {
+                    with_value_shifted_exp(input, shift, [&](const auto& exp) {
                         write([&](int i) -> C {
                             return Output::element_from_value(value(i), row_stats.max, factor, exp);
                         });
@@ -466,6 +479,13 @@ __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
         block_regs_rows<X, Y, kValues, kRowSteps, Input, ForwardOutput>(args);
     } else if (args.log_mode != 0) {
         block_regs_rows<X, Y, kValues, kRowSteps, Input, LogSoftmaxOutput>(args);
+    } else if constexpr (sizeof(X) == 2 && kValues >= 32) {
+        // Softmax of the unmasked set: its scale folded into the exps where the plan allows it. 16-bit x at 32
+        // and 64 values only: the second body cost the 16-value instances 9-12 registers and f32 x's 32 values
+        // more stack, where these kept theirs (docs/performance.md, "options: scale folded into the exp").
+        with_folded_input<Input, SoftmaxOutput>(args, [&](auto input_tag) {
+            block_regs_rows<X, Y, kValues, kRowSteps, typename decltype(input_tag)::type, SoftmaxOutput>(args);
+        });
     } else {
         block_regs_rows<X, Y, kValues, kRowSteps, Input, SoftmaxOutput>(args);
     }

@@ -106,6 +106,62 @@ __device__ __forceinline__ void with_shifted_exp(C shift, Body&& body) {
     with_exp_form<C>(fast_exp_applies(shift), [&](auto form) { body(form.make(shift)); });
 }
 
+// ---- exp of values held before a scale ------------------------------------------------------------------
+// A body that holds x where the row's values are z = s * x (s > 0, finite, one per launch) keeps its one FFMA
+// per element by folding s into the multiplier: exp(s x - shift) = 2^(x * (s log2(e)) - S), with S and its
+// residual those of ShiftedExpFast(shift), the shift in z's units. Rounding s log2(e) puts at most |z| 2^-24
+// into the exponent, as rounding z = s * x did.
+struct ScaledShiftedExpFast {
+    ShiftedExpFast shifted;
+    float multiplier;  // s * log2(e)
+    __device__ __forceinline__ float operator()(float v) const {
+        return exp2_approx(fmaf(v, multiplier, -shifted.scaled_shift));
+    }
+    __device__ __forceinline__ float unbias() const { return shifted.unbias(); }
+};
+
+// The exact form for huge or non-finite shifts: z rounded on its own (an FMA of s * v with the shift would leave
+// a residual as large as z's ulp, which past 2^24 is no longer small), then exp_of as ShiftedExpExact.
+template <class C>
+struct ScaledShiftedExpExact {
+    C shift;
+    C scale;
+    __device__ __forceinline__ C operator()(C v) const {
+        if constexpr (std::is_same_v<C, float>) return exp_of(__fmul_rn(scale, v) - shift);
+        else return exp_of(__dmul_rn(scale, v) - shift);
+    }
+    __device__ __forceinline__ C unbias() const { return C(1); }
+};
+
+// The forms of values held before a scale, as FastExpForm and ExactExpForm are for z.
+struct ScaledFastExpForm {
+    float multiplier;
+    __device__ __forceinline__ ScaledShiftedExpFast make(float shift) const { return {ShiftedExpFast(shift), multiplier}; }
+};
+template <class C>
+struct ScaledExactExpForm {
+    C scale;
+    __device__ __forceinline__ ScaledShiftedExpExact<C> make(C shift) const { return {shift, scale}; }
+};
+
+// with_exp_form for values held before `scale`.
+template <class C, class Body>
+__device__ __forceinline__ void with_scaled_exp_form(bool fast, C scale, Body&& body) {
+    if constexpr (std::is_same_v<C, float>) {
+        if (fast) {
+            body(ScaledFastExpForm{scale * kLog2e});
+            return;
+        }
+    }
+    body(ScaledExactExpForm<C>{scale});
+}
+
+// with_shifted_exp for values held before `scale` (the shift in z's units).
+template <class C, class Body>
+__device__ __forceinline__ void with_scaled_shifted_exp(C shift, C scale, Body&& body) {
+    with_scaled_exp_form<C>(fast_exp_applies(shift), scale, [&](auto form) { body(form.make(shift)); });
+}
+
 // Softmax outputs in one exp each: exp(v - max) / sum = 2^(v log2(e) - T) with T = max log2(e) + log2(sum),
 // one FFMA and one MUFU.EX2 per output instead of an exp and a multiply. T is rounded once (by an FMA),
 // which puts up to half an ulp of T into every output's exponent: under 2^-14 (4e-5 relative) while
@@ -118,6 +174,10 @@ struct FoldedSoftmaxExp {
         : scaled_log_sum_exp(fmaf(row_max, kLog2e, log2f(row_sum))) {}
     __device__ __forceinline__ bool applies() const { return fabsf(scaled_log_sum_exp) < 0x1p10f; }
     __device__ __forceinline__ float operator()(float v) const { return exp2_approx(fmaf(v, kLog2e, -scaled_log_sum_exp)); }
+    // The same for a value held before a scale s (multiplier: s * log2(e); ScaledShiftedExpFast).
+    __device__ __forceinline__ float of_scaled(float v, float multiplier) const {
+        return exp2_approx(fmaf(v, multiplier, -scaled_log_sum_exp));
+    }
 };
 
 // 1 / sum for a softmax sum, in one MUFU.RCP (~1 ulp), where `1 / v` compiles to a full division with a

@@ -65,6 +65,11 @@ const char* option_set_name(RowsOptionSet set) {
     return "any";
 }
 
+bool rows_scale_folds(const SoftmaxOptions& options) {
+    if (options.scale_kind == ScaleKind::None) return true;
+    return options.scale_kind == ScaleKind::Scalar && scalar_scale_folds(options.scale);
+}
+
 RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options) {
     // The general family's reading of the options, with each operand's index strides reduced to its row stride.
     const OptionsParams general = options_params(geometry, options);
@@ -79,6 +84,12 @@ RowsOptionsParams rows_options_params(const RowGeometry& geometry, const Softmax
     params.mask_dtype = general.mask_dtype;
     params.causal = general.causal;
     params.zero_rows = general.zero_rows;
+    params.fold_scale = rows_scale_folds(options) ? 1 : 0;
+    constexpr std::int64_t kFastQueryLimit = std::int64_t{1} << 31;
+    if (params.causal != 0 && geometry.rows <= kFastQueryLimit && params.causal_queries < kFastQueryLimit) {
+        params.causal_fast_query = 1;
+        params.causal_divisor = make_fast_divisor(static_cast<std::uint32_t>(params.causal_queries));
+    }
     return params;
 }
 

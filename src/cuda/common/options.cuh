@@ -153,17 +153,23 @@ __device__ __forceinline__ std::int64_t additive_mask_bytes(int dtype) {
 // mask, or -inf where a keep mask excludes them. An excluded element's -inf then gives 0 (log: -inf) through
 // the plain formulas, NaN in a row whose sum is NaN, and NaN in a row with nothing to normalize, as the
 // reference has it; zero_rows is applied at the write (empty_row_value). kSet (RowsOptionSet) is the mask
-// form the instance is compiled for, X its x type (an AdditiveOfX mask's element type).
-template <class C, RowsOptionSet kSet, class X>
+// form the instance is compiled for, X its x type (an AdditiveOfX mask's element type). kFoldScale (unmasked
+// set only): the body holds x and folds the scale into its exps (RowsOptionsInput), so z is x here.
+template <class C, RowsOptionSet kSet, class X, bool kFoldScale = false>
 struct RowsOptionsRow {
     const RowsOptionsParams& options;
     const unsigned char* mask_row;  // the row's mask bytes (either kind); NULL without a mask
     std::int64_t read_len;
     C scale;
 
+    // The scale applied to a value, or the value as it is where the exps take the scale.
+    __device__ __forceinline__ C scaled(C value) const {
+        if constexpr (kFoldScale) return value;
+        else return scale * value;
+    }
     __device__ __forceinline__ C operator()(C value, std::int64_t j) const {
         if constexpr (kSet == RowsOptionSet::Unmasked) {
-            return scale * value;
+            return scaled(value);
         } else if constexpr (kSet == RowsOptionSet::Keep) {
             return mask_row[j] != 0 ? scale * value : neg_inf<C>();
         } else if constexpr (kSet == RowsOptionSet::AdditiveOfX) {
@@ -263,8 +269,8 @@ __device__ __forceinline__ MaskPackReader<Pack, M, kPack> mask_pack_reader(const
 
 // Calls body(reader) with the reader of the row's mask kind and type (uniform per launch: one loop per kind
 // rather than a test per element; block-regs' any set) for the body of a slice from row element body_begin on.
-template <int kPack, class C, RowsOptionSet kSet, class X, class Body>
-__device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C, kSet, X>& row, std::int64_t body_begin, const Body& body) {
+template <int kPack, class C, RowsOptionSet kSet, class X, bool kFoldScale, class Body>
+__device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C, kSet, X, kFoldScale>& row, std::int64_t body_begin, const Body& body) {
     const auto typed = [&](auto pack_tag, auto type_tag) {
         using Pack = typename decltype(pack_tag)::type;
         using M = typename decltype(type_tag)::type;
@@ -287,8 +293,8 @@ __device__ __forceinline__ void visit_mask_packs(const RowsOptionsRow<C, kSet, X
 // z of the kPack values of x at row elements col.. (col a multiple of kPack), in place: the row's mask read as
 // one group (whole-unit loads where the row's mask is aligned to them: then so is every pack's group). The
 // warp family's packs; Any reads its mask element by element.
-template <int kPack, class C, RowsOptionSet kSet, class X>
-__device__ __forceinline__ void transform_pack(const RowsOptionsRow<C, kSet, X>& row, C* pack, int col) {
+template <int kPack, class C, RowsOptionSet kSet, class X, bool kFoldScale>
+__device__ __forceinline__ void transform_pack(const RowsOptionsRow<C, kSet, X, kFoldScale>& row, C* pack, int col) {
     const auto apply = [&](auto type_tag, const auto& make_pack) {
         using M = typename decltype(type_tag)::type;
         const M* first = reinterpret_cast<const M*>(row.mask_row) + col;
@@ -308,10 +314,19 @@ __device__ __forceinline__ void transform_pack(const RowsOptionsRow<C, kSet, X>&
 }
 
 // The options of the fast row families' instances of set kSet (x type X): binds each row's options.
-template <RowsOptionSet kSet, class X>
+// kFoldScale (the unmasked set's softmax where options.fold_scale): the body holds x, takes the max of x and
+// turns it into z's (to_shift: s max(x) = max(s x) for s > 0), and exponentiates with the scale in the exp's
+// multiplier (with_value_exp_form), so no element pays a multiply (performance.md, "options: scale folded").
+template <RowsOptionSet kSet, class X, bool kFoldScale = false>
 struct RowsOptionsInput {
     static constexpr bool kRaw = false;
     static constexpr bool kPerRow = true;
+    static constexpr bool kFoldsScale = kFoldScale;
+    // The warp family loads a pack that straddles the causal window whole: not the any set, whose transform reads
+    // its mask element by element (past the window too) and whose registers it would cost.
+    static constexpr bool kLoadsStraddlingPacks = kSet != RowsOptionSet::Any;
+    using XType = X;
+    static_assert(!kFoldScale || kSet == RowsOptionSet::Unmasked, "the masked sets multiply at the load");
     const RowsOptionsParams& options;
 
     template <class Params>
@@ -319,8 +334,20 @@ struct RowsOptionsInput {
         return {args.options};
     }
 
+    // The launch's scale (1 without one): folded inputs have no per-row scale.
     template <class C>
-    __device__ __forceinline__ RowsOptionsRow<C, kSet, X> bind(std::int64_t row, std::int64_t row_len) const {
+    __device__ __forceinline__ C launch_scale() const {
+        return options.scale_kind == 1 ? C(options.scalar_scale) : C(1);
+    }
+    // A max of held values in z's units.
+    template <class C>
+    __device__ __forceinline__ C to_shift(C held_max) const {
+        if constexpr (kFoldScale) return launch_scale<C>() * held_max;
+        else return held_max;
+    }
+
+    template <class C>
+    __device__ __forceinline__ RowsOptionsRow<C, kSet, X, kFoldScale> bind(std::int64_t row, std::int64_t row_len) const {
         const unsigned char* mask_row = nullptr;
         if constexpr (kSet == RowsOptionSet::Keep || kSet == RowsOptionSet::AdditiveOfX) {
             constexpr std::int64_t kMaskSize = kSet == RowsOptionSet::Keep ? 1 : sizeof(X);
@@ -333,13 +360,22 @@ struct RowsOptionsInput {
         }
         std::int64_t read_len = row_len;
         if (options.causal != 0) {
-            const std::int64_t last = row % options.causal_queries + options.causal_offset;  // clamped: no overflow
+            const std::int64_t last = causal_query(row) + options.causal_offset;  // clamped: no overflow
             read_len = last + 1 < read_len ? (last + 1 < 0 ? 0 : last + 1) : read_len;
         }
         C scale = C(1);
         if (options.scale_kind == 1) scale = C(options.scalar_scale);
         if (options.scale_kind == 2) scale = C(options.scale[row * options.scale_row_stride]);
         return {options, mask_row, read_len, scale};
+    }
+
+    // Row r's causal query, r % causal_queries.
+    __device__ __forceinline__ std::int64_t causal_query(std::int64_t row) const {
+        if (options.causal_fast_query != 0) {
+            const auto index = static_cast<std::uint32_t>(row);
+            return index - fast_quotient(index, options.causal_divisor) * static_cast<std::uint32_t>(options.causal_queries);
+        }
+        return row % options.causal_queries;
     }
 
     // Whether a row writes empty_row_value everywhere: masked_rows zero and nothing to normalize (the formulas
@@ -354,8 +390,52 @@ struct RowsOptionsInput {
 // Whether an input is the unmasked set's RowsOptionsInput (block-regs' packed hold takes no other options).
 template <class Input>
 constexpr bool kUnmaskedOptions = false;
-template <class X>
-constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X>> = true;
+template <class X, bool kFoldScale>
+constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X, kFoldScale>> = true;
+
+// Whether a body's held values are x before the scale (RowsOptionsInput's kFoldScale).
+template <class Input, class = void>
+constexpr bool kHeldBeforeScale = false;
+template <class Input>
+constexpr bool kHeldBeforeScale<Input, std::void_t<decltype(Input::kFoldsScale)>> = Input::kFoldsScale;
+
+// with_exp_form for the values a body holds for `input`: z itself, or x before the launch's scale.
+template <class C, class Input, class Body>
+__device__ __forceinline__ void with_value_exp_form(const Input& input, bool fast, Body&& body) {
+    if constexpr (kHeldBeforeScale<Input>) {
+        with_scaled_exp_form<C>(fast, input.template launch_scale<C>(), body);
+    } else {
+        with_exp_form<C>(fast, body);
+    }
+}
+
+// with_shifted_exp for the values a body holds for `input` (the shift in z's units).
+template <class C, class Input, class Body>
+__device__ __forceinline__ void with_value_shifted_exp(const Input& input, C shift, Body&& body) {
+    with_value_exp_form<C>(input, fast_exp_applies(shift), [&](auto form) { body(form.make(shift)); });
+}
+
+// A max of the values a body holds for `input` in z's units (the plain inputs': as it is).
+template <class Input, class C>
+__device__ __forceinline__ C held_max_to_shift(const Input& input, C held_max) {
+    if constexpr (kHeldBeforeScale<Input>) return input.to_shift(held_max);
+    else return held_max;
+}
+
+// Calls body(TypeTag<folded input>) where the launch folds the scale into softmax's exps (kSet unmasked, a
+// softmax output, options.fold_scale), else body(TypeTag<Input>): one uniform branch per launch.
+template <class Input, class Output, class Params, class Body>
+__device__ __forceinline__ void with_folded_input(const Params& args, Body&& body) {
+    if constexpr (kUnmaskedOptions<Input> && kModeFixed<Output>) {
+        if constexpr (Output::kUsesExp) {
+            if (args.options.fold_scale != 0) {
+                body(TypeTag<RowsOptionsInput<RowsOptionSet::Unmasked, typename Input::XType, true>>{});
+                return;
+            }
+        }
+    }
+    body(TypeTag<Input>{});
+}
 
 // The mask packs block-regs loads together with x's packs for an input (kLoaded): the keep set's bytes and the
 // additive set's elements of x's dtype, so a pack's mask is in flight with its values rather than requested

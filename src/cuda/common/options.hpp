@@ -39,6 +39,24 @@ struct OptionsParams {
 // The options of a problem (the forward's or the backward's) with the pointers left empty (bound at the call).
 OptionsParams options_params(const RowGeometry& geometry, const SoftmaxOptions& options);
 
+// n / d for 0 <= n < 2^31 by a multiply and a shift instead of a division (d fixed per launch, 1 <= d < 2^31):
+// with l = ceil(log2 d) and magic = floor(2^32 (2^l - d) / d) + 1, n / d = (umulhi(n, magic) + n) >> l
+// (Granlund and Montgomery's round-up method; the sum stays below 2^32 because n does below 2^31).
+struct FastDivisor {
+    std::uint32_t magic = 1;
+    int shift = 0;
+};
+constexpr FastDivisor make_fast_divisor(std::uint32_t divisor) {
+    int shift = 0;
+    while ((std::uint64_t{1} << shift) < divisor) ++shift;
+    const std::uint64_t magic = (std::uint64_t{1} << 32) * ((std::uint64_t{1} << shift) - divisor) / divisor + 1;
+    return {static_cast<std::uint32_t>(magic), shift};
+}
+constexpr std::uint32_t fast_quotient(std::uint32_t n, FastDivisor divisor) {
+    const auto high = static_cast<std::uint32_t>((static_cast<std::uint64_t>(n) * divisor.magic) >> 32);
+    return (high + n) >> divisor.shift;
+}
+
 // The options of a Rows-layout problem as the fast row families read them (warp, block-regs, grid-regs): the
 // per-row scale and the mask are operands of the rows' layout, so row r's start in each is r times its row
 // stride and a mask row is contiguous along the axis. Row r's causal query is r % causal_queries (Rows: the
@@ -56,6 +74,14 @@ struct RowsOptionsParams {
     int mask_dtype = 0;
     int causal = 0;
     int zero_rows = 0;
+    // Row r's causal query as r - q * queries, q = fast_quotient(r, causal_divisor), where every row index is
+    // below 2^31 (causal_fast_query), instead of a 64-bit remainder per row (a division sequence, a call where
+    // the operands pass 32 bits): short rows pay it once a row, a row being a few elements a thread.
+    FastDivisor causal_divisor;
+    int causal_fast_query = 0;
+    // The unmasked set's softmax folds the scale into the exp's multiplier (rows_scale_folds): no scale or a
+    // scalar one, positive and moderate. Others multiply each x by the scale as it is loaded.
+    int fold_scale = 0;
 
     void bind(const void* scale_pointer, const void* mask_pointer) {
         scale = static_cast<const float*>(scale_pointer);
@@ -85,6 +111,21 @@ const char* option_set_name(RowsOptionSet set);
 // Whether a problem's options can run on the fast row families: Rows layout, the mask contiguous along the
 // axis and causal rows in row order. Others take the general family.
 bool rows_options_apply(const RowGeometry& geometry, const SoftmaxOptions& options);
+
+// Whether a problem's scale folds into the exp on the fast row families: none (causal, masked_rows) or a scalar
+// that scalar_scale_folds takes. A fold needs max(s x) = s max(x) (s > 0), s x NaN only where x is (s finite,
+// not 0) and s log2(e) finite; per-row scales keep the multiply (rows of a warp differ). The decision reads
+// the options alone, never the row count, so batch-invariant rows fold alike in every batch.
+bool rows_scale_folds(const SoftmaxOptions& options);
+
+// Whether a scalar scale folds: its float, the value the kernels multiply by, lies in (0, kFoldedScaleMax]. The
+// double is not what they use: 1e-50 is positive there but 0 in float, and a fold would then multiply the causal
+// window's -inf by 0; a double just past 2^64 may round to it.
+constexpr float kFoldedScaleMax = 0x1p64f;
+inline bool scalar_scale_folds(double scale) {
+    const float kernel_scale = static_cast<float>(scale);
+    return kernel_scale > 0.0f && kernel_scale <= kFoldedScaleMax;
+}
 
 // The Rows-layout options of a problem that rows_options_apply takes, pointers left empty (bound at the call).
 RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options);

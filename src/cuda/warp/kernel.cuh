@@ -93,6 +93,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
         C values[kRowsPerThread][kCols];
         C row_max[kRowsPerThread];
         bool row_has_nan[kRowsPerThread];  // options: a kept z of the row is NaN (writes_empty_row)
+        bool empty_row[kRowsPerThread];    // options: the row writes masked_rows' value (writes_empty_row)
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
             const bool row_valid = row_of(r) < rows();
@@ -101,15 +102,30 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
                 // The row's options exclude its elements from read_len on (never read, -inf like the padding)
                 // and transform the others. (The plain loop below stays as it was written: merged into one
                 // loop, the compiler scheduled the plain instances differently.)
+                // A pack inside the row is loaded whole wherever it starts inside the window (its elements past the
+                // window then set to -inf), and a pack wholly past the window is -inf without the element path:
+                // testing the window instead of the row's end sent the rows of one warp, whose windows differ,
+                // down both the vector and the element paths (performance.md, "options: scale folded").
                 const auto row_input = input.template bind<C>(row_valid ? row_of(r) : Index{0}, row_len);
                 const int read_len = static_cast<int>(row_input.read_len);
 #pragma unroll
                 for (int p = 0; p < kPacksPerLane; ++p) {
                     const int col = (p * kLanes + lane_in_group) * kPack;
                     C* pack = &values[r][p * kPack];
-                    if (row_valid && args.x_vector && col + kPack <= read_len) {
+                    const bool vector_pack = Input::kLoadsStraddlingPacks ? col + kPack <= row_len && col < read_len
+                                                                          : col + kPack <= read_len;
+                    if (row_valid && args.x_vector && vector_pack) {
                         load_pack(x_row + col, pack);
                         transform_pack<kPack>(row_input, pack, col);
+                        if (col + kPack > read_len) {
+#pragma unroll
+                            for (int k = 0; k < kPack; ++k) {
+                                if (col + k >= read_len) pack[k] = neg_inf<C>();
+                            }
+                        }
+                    } else if (Input::kLoadsStraddlingPacks && col >= read_len) {
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) pack[k] = neg_inf<C>();
                     } else {
 #pragma unroll
                         for (int k = 0; k < kPack; ++k) {
@@ -139,7 +155,8 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
             C thread_max = values[r][0];
 #pragma unroll
             for (int c = 1; c < kCols; ++c) thread_max = max_skip_nan(thread_max, values[r][c]);
-            row_max[r] = group_max_skip_nan<kLanes>(thread_max);
+            // In z's units (folded inputs hold x: the scale turns their max into z's).
+            row_max[r] = held_max_to_shift(input, group_max_skip_nan<kLanes>(thread_max));
             if constexpr (Input::kPerRow) {
                 // Whether a kept z is NaN: masked_rows zero must tell that row from an empty one, and here the
                 // sum of an all -inf row is NaN too. Only masked_rows zero asks (a uniform branch).
@@ -150,6 +167,11 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
                     for (int c = 0; c < kCols; ++c) nans += values[r][c] != values[r][c] ? C(1) : C(0);
                     row_has_nan[r] = group_sum<kLanes>(nans) > C(0);
                 }
+                // A row with nothing to normalize under masked_rows zero (all its values -inf) takes the shift 0,
+                // so its exps are 0, and the factor 0 below: the formula then writes masked_rows' value (softmax
+                // 0 * 0, log-softmax (-inf - 0) - 0) with no select in every element's write.
+                empty_row[r] = writes_empty_row(input, row_max[r], row_has_nan[r]);
+                if (empty_row[r]) row_max[r] = C(0);
             }
         }
         // Softmax keeps each exp (the write multiplies); log-softmax keeps v. Padding is -inf and adds
@@ -160,7 +182,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
         bool fast = true;
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) fast = fast && fast_exp_applies(row_max[r]);
-        with_exp_form<C>(fast, [&](auto form) {
+        with_value_exp_form<C>(input, fast, [&](auto form) {
 #pragma unroll
             for (int r = 0; r < kRowsPerThread; ++r) {
                 const auto exp = form.make(row_max[r]);
@@ -175,14 +197,13 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
             }
         });
         C row_factor[kRowsPerThread];  // what Output::element takes from the row (softmax: 1 / sum)
-        bool empty_row[kRowsPerThread];  // options: the row writes masked_rows' value (writes_empty_row)
 #pragma unroll
         for (int r = 0; r < kRowsPerThread; ++r) {
             // The sum without the fast exp's factor, and what removes it from a held exp (softmax: 1, the
             // factor cancelling between the held exps and their sum).
             const C row_sum = group_sum<kLanes>(thread_sum[r]) * unbias[r];
             row_factor[r] = Output::row_factor(row_sum, [&] { return unbias[r]; });
-            if constexpr (Input::kPerRow) empty_row[r] = writes_empty_row(input, row_max[r], row_has_nan[r]);
+            if constexpr (Input::kPerRow) row_factor[r] = empty_row[r] ? C(0) : row_factor[r];
         }
         const auto write = [&](const auto& output) {
             if constexpr (kPairedStores) {
@@ -223,15 +244,7 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
                 }
             }
         };
-        if constexpr (Input::kPerRow) {
-            // Rows with nothing to normalize follow masked_rows.
-            write([&](int r, C held) -> C {
-                if (empty_row[r]) return empty_row_value<C>(!Output::kUsesExp);
-                return Output::element(held, row_max[r], row_factor[r]);
-            });
-        } else {
-            write([&](int r, C held) -> C { return Output::element(held, row_max[r], row_factor[r]); });
-        }
+        write([&](int r, C held) -> C { return Output::element(held, row_max[r], row_factor[r]); });
         if constexpr (kOnePass) break;  // the grid covers every row once
     }
 }
@@ -250,8 +263,12 @@ __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
             warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, Input, LogSoftmaxOutput, Index>(
                 args, Input::of(args));
         } else {
-            warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, Input, SoftmaxOutput, Index>(
-                args, Input::of(args));
+            // Softmax of the unmasked set: its scale folded into the exps where the plan allows it.
+            with_folded_input<Input, SoftmaxOutput>(args, [&](auto input_tag) {
+                using RowInput = typename decltype(input_tag)::type;
+                warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, RowInput, SoftmaxOutput, Index>(
+                    args, RowInput::of(args));
+            });
         }
     };
     if constexpr (kCols * kRowsPerThread <= kWarpOffsets32MaxValues) {
@@ -305,10 +322,16 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm)
 }
 
 // The options instances' minimum of CTAs per SM: the plain shape's, but 12 (40 registers) where the plain
-// one states 16 (32) for 16 values: the options bodies spilled there (docs/cuda-kernels.md, "Option sets").
+// one states 16 (32) for 16 values: the options bodies spilled there (docs/cuda-kernels.md, "Option sets");
+// and 10 (48 registers, plain's count) for f32 x at 16 values, which plain leaves unbounded: the folded scale's
+// second body took them to 56-63 unbounded, and fits 48 without spilling (docs/performance.md, "options: scale
+// folded into the exp").
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 constexpr int kWarpOptionsMinCtasPerSm = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 16 && kCols * kRowsPerThread == 16
                                              ? 12
+                                         : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 0 && sizeof(X) == 4 &&
+                                                 kCols * kRowsPerThread == 16
+                                             ? 10
                                              : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
 
 // The options instance of a shape for set `set` (pairs of kRowsOptionsPair only).
