@@ -101,6 +101,8 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="JSON file for the records")
     parser.add_argument("--plot", help="PNG file: TB/s per case, one panel per group (needs matplotlib)")
+    parser.add_argument("--plot-from", metavar="JSON",
+                        help="measure nothing: draw --plot from the records of an earlier run's --out file")
     parser.add_argument("--append", action="store_true",
                         help="merge into an existing --out file (same case replaced), e.g. to assemble a run in parts")
     parser.add_argument("--group", default="all", choices=["lastdim", "layouts", "decode", "all"])
@@ -647,6 +649,13 @@ def case_key(record):
 
 def main():
     args = parse_args()
+    if args.plot_from:
+        if not args.plot:
+            sys.exit("--plot-from needs --plot")
+        with open(args.plot_from) as file:
+            run = json.load(file)
+        plot(run["records"], run["copy_tbps"], args.plot)
+        return
     if not torch.cuda.is_available():
         sys.exit("compare_torch.py needs a CUDA device visible to PyTorch")
     smx = import_smx()
