@@ -167,10 +167,11 @@ bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, cons
 
 // Whether the unmasked set's packed options instance computes these options as the reference does: it holds
 // -inf in x's dtype past the causal window and multiplies by the scale at each use, so a causal window needs a
-// scale that keeps -inf: none or a scalar positive in float, the compute type (a per-row scale of 0 or below, or a
-// scalar that rounds to 0 in float such as 1e-50, would turn it into NaN or +inf). Huge scales gave NaN rows on the H200 (a per-row scale of 1e30, run E3) where the 32-value instance,
-// which rounds z = scale * x before the exponent, matches the reference: so per-row scales, whose values the
-// plan cannot see, and scalars past kPackedOptionsMaxScale take the 32-value instance.
+// scale that keeps -inf: none or a scalar positive in float, the compute type (a per-row scale of 0 or below,
+// or a scalar that rounds to 0 in float such as 1e-50, would turn it into NaN or +inf). Huge scales gave NaN
+// rows on the H200 (a per-row scale of 1e30, run E3) where the 32-value instance, which rounds z = scale * x
+// before the exponent, matches the reference: so per-row scales, whose values the plan cannot see, and scalars
+// past kPackedOptionsMaxScale take the 32-value instance.
 namespace {
 constexpr double kPackedOptionsMaxScale = 65536.0;
 

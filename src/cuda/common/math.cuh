@@ -156,12 +156,6 @@ __device__ __forceinline__ void with_scaled_exp_form(bool fast, C scale, Body&& 
     body(ScaledExactExpForm<C>{scale});
 }
 
-// with_shifted_exp for values held before `scale` (the shift in z's units).
-template <class C, class Body>
-__device__ __forceinline__ void with_scaled_shifted_exp(C shift, C scale, Body&& body) {
-    with_scaled_exp_form<C>(fast_exp_applies(shift), scale, [&](auto form) { body(form.make(shift)); });
-}
-
 // Softmax outputs in one exp each: exp(v - max) / sum = 2^(v log2(e) - T) with T = max log2(e) + log2(sum),
 // one FFMA and one MUFU.EX2 per output instead of an exp and a multiply. T is rounded once (by an FMA),
 // which puts up to half an ulp of T into every output's exponent: under 2^-14 (4e-5 relative) while

@@ -315,7 +315,7 @@ __device__ __forceinline__ void transform_pack(const RowsOptionsRow<C, kSet, X, 
 
 // The options of the fast row families' instances of set kSet (x type X): binds each row's options.
 // kFoldScale (the unmasked set's softmax where options.fold_scale): the body holds x, takes the max of x and
-// turns it into z's (to_shift: s max(x) = max(s x) for s > 0), and exponentiates with the scale in the exp's
+// turns it into z's (held_max_to_shift: s max(x) = max(s x) for s > 0), and exponentiates with the scale in the exp's
 // multiplier (with_value_exp_form), so no element pays a multiply (performance.md, "options: scale folded").
 template <RowsOptionSet kSet, class X, bool kFoldScale = false>
 struct RowsOptionsInput {
@@ -338,12 +338,6 @@ struct RowsOptionsInput {
     template <class C>
     __device__ __forceinline__ C launch_scale() const {
         return options.scale_kind == 1 ? C(options.scalar_scale) : C(1);
-    }
-    // A max of held values in z's units.
-    template <class C>
-    __device__ __forceinline__ C to_shift(C held_max) const {
-        if constexpr (kFoldScale) return launch_scale<C>() * held_max;
-        else return held_max;
     }
 
     template <class C>
@@ -418,7 +412,7 @@ __device__ __forceinline__ void with_value_shifted_exp(const Input& input, C shi
 // A max of the values a body holds for `input` in z's units (the plain inputs': as it is).
 template <class Input, class C>
 __device__ __forceinline__ C held_max_to_shift(const Input& input, C held_max) {
-    if constexpr (kHeldBeforeScale<Input>) return input.to_shift(held_max);
+    if constexpr (kHeldBeforeScale<Input>) return input.template launch_scale<C>() * held_max;
     else return held_max;
 }
 
