@@ -1,4 +1,4 @@
-// kernel.cu - block-online and split-row: rows too long for a cluster to hold in registers, Rows layout.
+// kernel.cuh - block-online and split-row: rows too long for a cluster to hold in registers, Rows layout.
 // Two kernel families built from the same range helpers (online (max, sum) over x in one pass, then a
 // second pass that re-reads x and writes y; traffic: x read twice, y written once, the second read often
 // served by L2). Measurements: performance.md#block-online and performance.md#split-row.
@@ -6,8 +6,14 @@
 //   split-row     few very long rows: each row cut into fixed chunks (chunk length from row_len only),
 //                 one CTA per (chunk, row); kernel 1 writes each chunk's (max, sum) to the workspace,
 //                 kernel 2 loads its chunk's first packs, folds the row's partials meanwhile (same order
-//                 in every CTA) and writes its chunk.
-#include "cuda/common/epilogue.cuh"
+//                 in every CTA) and writes its chunk. Its options instances (the unmasked option set:
+//                 RowsOptionsInput) bind each row's scale and causal window: a chunk reads x only up to the
+//                 window's end and writes the excluded value past it.
+// The plain instances and their getters are in kernel.cu, split-row's options instances in options.cu (each
+// file compiles its own instances: the anonymous namespace below).
+#pragma once
+
+#include "cuda/common/options.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/online/params.hpp"
 
@@ -37,16 +43,30 @@ __device__ __forceinline__ RangeSplit split_range(const X* x, std::int64_t count
 // max is still -inf, through the check below), then one exp per element relative to the new max and one
 // rescale of the running sum per step: a rescale with an accurate exp per pack slowed the statistics
 // kernel. The packs stay packed and are widened at each use: widened all at once, they took the registers
-// of the kernel's third CTA per SM (performance.md#split-row-chunks-and-kernels).
-template <int kUnroll, class X, int kPack, class C = ComputeType<X>>
-__device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack> (&raw)[kUnroll], const bool (&loaded)[kUnroll]) {
-    PairedMax<X> paired;
+// of the kernel's third CTA per SM (performance.md#split-row-chunks-and-kernels). Each element is taken through
+// the input transform; an input that is not the element itself (not kRaw: a scale multiplied at the load) takes
+// the step's max of the transformed values instead, which keeps NaN.
+template <int kUnroll, class X, int kPack, class Input, class C = ComputeType<X>>
+__device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack> (&raw)[kUnroll], const bool (&loaded)[kUnroll],
+                                         const Input& input) {
+    const InputValues<Input> held{input};
+    C step_max = neg_inf<C>();
+    if constexpr (Input::kRaw) {
+        PairedMax<X> paired;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        if (loaded[u]) add_pairs(paired, raw[u]);
+        for (int u = 0; u < kUnroll; ++u) {
+            if (loaded[u]) add_pairs(paired, raw[u]);
+        }
+        step_max = held.to_shift(paired.result());
+    } else {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            if (!loaded[u]) continue;
+#pragma unroll
+            for (int k = 0; k < kPack; ++k) step_max = max_nan(step_max, input(widen_element_on_use(raw[u], k)));
+        }
     }
-    const C step_max = paired.result();
-    if (max_nan(stats.max, step_max) == neg_inf<C>()) {
+    if (Input::kRaw && max_nan(stats.max, step_max) == neg_inf<C>()) {
         // Everything so far and every value this step kept is -inf. HMNMX2 drops NaN, and add_group returns
         // before any exp when the max is -inf, so a NaN among -inf (a masked stretch of a row) would be lost
         // here: look for one. Rare, and off the path of every step that holds a finite value.
@@ -63,16 +83,19 @@ __device__ __forceinline__ void add_step(Stats<C>& stats, const Packed<X, kPack>
         if (nan_found != nan_found) stats = {nan_found, nan_found};
         return;
     }
-    add_group(stats, step_max, [&](const auto& exp) {
-        C sum = 0;
+    add_group(
+        stats, step_max,
+        [&](const auto& exp) {
+            C sum = 0;
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            if (!loaded[u]) continue;
+            for (int u = 0; u < kUnroll; ++u) {
+                if (!loaded[u]) continue;
 #pragma unroll
-            for (int k = 0; k < kPack; ++k) sum += exp(widen_element_on_use(raw[u], k));
-        }
-        return sum;
-    });
+                for (int k = 0; k < kPack; ++k) sum += exp(input(widen_element_on_use(raw[u], k)));
+            }
+            return sum;
+        },
+        held);
     if (stats.sum != stats.sum) stats.max = stats.sum;  // the Stats invariant: a NaN sum makes a NaN max
 }
 
@@ -84,13 +107,14 @@ template <bool kShortRange, class X, class Input, class C = ComputeType<X>>
 __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, const Input& input, int tid,
                                                 int threads) {
     constexpr int kPack = kPackOf<X>;
+    const InputValues<Input> held{input};
     const RangeSplit split = split_range<kPack>(x, count);
     const X* body = x + split.head;
     const std::int64_t step = static_cast<std::int64_t>(threads) * kRangeUnroll;
     const auto add_step_at = [&](std::int64_t p, Stats<C>& segment) {
-        // 16-bit x taken as it is: the max on its packed pairs (add_step). An input transformed otherwise
-        // widens them first, as f32 does.
-        if constexpr (sizeof(X) == 2 && Input::kRaw) {
+        // 16-bit x held packed (add_step): the max on its packed pairs where the input is x itself (or x before a
+        // folded scale), else on the transformed values.
+        if constexpr (sizeof(X) == 2) {
             Packed<X, kPack> raw[kRangeUnroll];
             bool loaded[kRangeUnroll];
 #pragma unroll
@@ -99,7 +123,7 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
                 loaded[u] = pack < split.packs;
                 if (loaded[u]) raw[u] = *reinterpret_cast<const Packed<X, kPack>*>(body + pack * kPack);
             }
-            add_step(segment, raw, loaded);
+            add_step(segment, raw, loaded, input);
         } else {
             // f32 / f64: widened at the load, the step's values padded with -inf (for f32, add_step took
             // more registers and was no faster: performance.md#split-row-chunks-and-kernels).
@@ -116,14 +140,14 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
                     for (int k = 0; k < kPack; ++k) values[u * kPack + k] = neg_inf<C>();
                 }
             }
-            add_chunk<kRangeUnroll * kPack>(segment, values);
+            add_chunk<kRangeUnroll * kPack>(segment, values, held);
         }
     };
     // The unaligned head (under kPack elements, one per thread).
     const auto add_head = [&](Stats<C>& into) {
         if (tid < split.head) {
             const C value = input(to_compute(x[tid]));
-            add_chunk<1>(into, &value);
+            add_chunk<1>(into, &value, held);
         }
     };
     Stats<C> stats = empty_stats<C>();
@@ -136,7 +160,7 @@ __device__ __forceinline__ Stats<C> range_stats(const X* x, std::int64_t count, 
     }
     for (std::int64_t k = split.tail + tid; k < count; k += threads) {
         const C value = input(to_compute(x[k]));
-        add_chunk<1>(stats, &value);
+        add_chunk<1>(stats, &value, held);
     }
     return stats;
 }
@@ -181,7 +205,7 @@ __device__ __forceinline__ void range_write(const X* x, Y* y, std::int64_t count
     constexpr int kUnroll = WriteStep<X, Y>::kUnroll;
     const RangeSplit split = split_range<kPack>(x, count);
     const C log_sum = output_formula.log_sum_of(stats.sum);
-    with_shifted_exp(stats.max, [&](const auto& exp) {
+    InputValues<Input>{input}.with_exp(stats.max, [&](const auto& exp) {
         const C factor = exp.unbias() * reciprocal(stats.sum);
         const auto output = [&](C v) {
             return output_formula.element_from_value(input(v), stats.max, log_sum, exp, factor);
@@ -268,13 +292,47 @@ __device__ __forceinline__ std::int64_t chunk_count(const OnlineRowsParams& args
     return remaining < args.slice_len ? remaining : args.slice_len;
 }
 
+// A split-row chunk's input transform under a row's options (the unmasked set's RowsOptionsInput `Options` and
+// the row it bound): z = the row's scale times x, or x itself where the launch folds its scale into the exps
+// (then kRaw: 16-bit maxima on packed pairs, turned into z's units through to_shift, as InputValues reads it).
+template <class Options, class Row>
+struct ChunkOptionsInput {
+    static constexpr bool kRaw = Options::kFoldsScale;
+    static constexpr bool kFoldsScale = Options::kFoldsScale;
+    const Options& options;
+    const Row& row;
+    template <class C>
+    __device__ __forceinline__ C launch_scale() const {
+        return options.template launch_scale<C>();
+    }
+    template <class C>
+    __device__ __forceinline__ C to_shift(C held_max) const {
+        return options.to_shift(held_max);
+    }
+    template <class C>
+    __device__ __forceinline__ C operator()(C value) const {
+        return row.scaled(value);
+    }
+};
+
+// Writes `value` to y[begin, end), threads striding: elements a chunk does not read (past the causal window, or
+// every element of a row with nothing to normalize).
+template <class Y, class C>
+__device__ __forceinline__ void fill_range(Y* y, std::int64_t begin, std::int64_t end, C value, int tid, int threads) {
+    const Y stored = StoreAs<Y>::from(value);
+    for (std::int64_t k = begin + tid; k < end; k += threads) y[k] = stored;
+}
+
 // Three CTAs of 512 per SM at least (40 registers): the 16-bit instances needed 45, which left two, and a
 // short-lived CTA's tail of reductions then idled half of each SM's loads
 // (performance.md#split-row-chunks-and-kernels). f64 keeps its registers.
 template <class X>
 constexpr int kSplitStatsMinBlocks = sizeof(X) == 8 ? 1 : 3;
 
-template <class X>
+// Input: PlainInput, or for the options instances the unmasked set's RowsOptionsInput (its scale folded into the
+// exps or not, chosen by the plan): a chunk past the row's causal window reads nothing and gives the identity
+// partial (max -inf, sum 0), so the write's fold of the row's partials is that of the kept elements alone.
+template <class X, class Input = PlainInput>
 __global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(const ParamBlock<OnlineRowsParams> args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
@@ -284,22 +342,68 @@ __global__ void __launch_bounds__(512, kSplitStatsMinBlocks<X>) split_row_stats(
     const std::int64_t count = chunk_count(args, chunk);
     for (std::int64_t row = blockIdx.y; row < args.rows; row += gridDim.y) {
         const X* x_chunk = x + row * args.x_row_stride + chunk * args.slice_len;
-        Stats<C> stats = range_stats<true>(x_chunk, count, PlainInput::of(args), threadIdx.x, blockDim.x);
+        Stats<C> stats;
+        if constexpr (Input::kPerRow) {
+            const Input input = Input::of(args);
+            const auto row_options = input.template bind<C>(row, args.row_len);
+            const std::int64_t read_count = window_count(row_options.read_len, chunk * args.slice_len, count);
+            const ChunkOptionsInput<Input, decltype(row_options)> chunk_input{input, row_options};
+            stats = range_stats<true>(x_chunk, read_count, chunk_input, threadIdx.x, blockDim.x);
+        } else {
+            stats = range_stats<true>(x_chunk, count, PlainInput::of(args), threadIdx.x, blockDim.x);
+        }
         stats = block_combine_stats(stats, scratch);
         if (threadIdx.x == 0) partials[row * args.chunks + chunk] = stats;
     }
 }
 
+// One chunk of a row with options (the write kernel's options instances): the chunk's elements inside the row's
+// causal window from x, the ones past it the excluded value without being read (0, log-softmax -inf; NaN in a
+// row whose sum is NaN or that has nothing to normalize), and under masked_rows zero a row with nothing to
+// normalize its empty value everywhere. row_stats(row) folds the row's partials. A folded input writes softmax
+// (the plan takes it for softmax alone: log-softmax's output is z itself).
+template <class X, class Y, class Input, class FoldRow>
+__device__ __forceinline__ void write_options_chunk(const OnlineRowsParams& args, const X* x_chunk, Y* y_chunk,
+                                                    std::int64_t row, std::int64_t chunk_begin, std::int64_t count,
+                                                    const FoldRow& row_stats) {
+    using C = ComputeType<X>;
+    const Input input = Input::of(args);
+    const auto row_options = input.template bind<C>(row, args.row_len);
+    const std::int64_t read_count = window_count(row_options.read_len, chunk_begin, count);
+    const WriteStep<X, Y> first = load_first_write_step<X, Y>(x_chunk, read_count, threadIdx.x, blockDim.x);
+    const Stats<C> stats = row_stats(row);
+    const bool log = args.log_mode != 0 && !Input::kFoldsScale;
+    if (input.writes_empty_row(stats.max, stats.sum != stats.sum)) {
+        fill_range(y_chunk, 0, count, empty_row_value<C>(log), threadIdx.x, blockDim.x);
+        return;
+    }
+    // The excluded elements first, so that nothing of theirs stays live through the write's loop (no thread reads
+    // them, so in place too).
+    const MaskedForwardOutput excluded_output{log, args.options.zero_rows != 0};
+    fill_range(y_chunk, read_count, count, excluded_output.excluded(stats), threadIdx.x, blockDim.x);
+    const ChunkOptionsInput<Input, decltype(row_options)> chunk_input{input, row_options};
+    range_write<true>(x_chunk, y_chunk, read_count, stats, chunk_input, ForwardOutput{log}, threadIdx.x, blockDim.x, first);
+}
+
 // Two CTAs of 512 per SM at least (56-64 registers): left to itself the compiler gave the 16-bit instances
 // one CTA per SM, with few warps active. bf16 -> f32 spills a little at the bound, since its first step is
-// loaded before the fold, and still gains (performance.md#split-row-chunks-and-kernels).
-template <class X, class Y>
+// loaded before the fold, and still gains (performance.md#split-row-chunks-and-kernels). Input as
+// split_row_stats'.
+template <class X, class Y, class Input = PlainInput>
 __global__ void __launch_bounds__(512, 2) split_row_write(const ParamBlock<OnlineRowsParams> args) {
     using C = ComputeType<X>;
     __shared__ Stats<C> scratch[32];
     const X* x = static_cast<const X*>(args.x);
     Y* y = static_cast<Y*>(args.y);
     const Stats<C>* partials = static_cast<const Stats<C>*>(args.workspace);
+    // Every CTA of the row folds the same partials in the same order: identical statistics everywhere.
+    const auto row_stats = [&](std::int64_t row) {
+        Stats<C> stats = empty_stats<C>();
+        for (std::int64_t c = threadIdx.x; c < args.chunks; c += blockDim.x) {
+            stats = combine(stats, partials[row * args.chunks + c]);
+        }
+        return block_combine_stats(stats, scratch);
+    };
     // CTAs run in the reverse order of the statistics kernel's: the chunks that kernel read last are the
     // likeliest to still be in L2 when they are read again here.
     const std::int64_t chunk = gridDim.x - 1 - blockIdx.x;
@@ -307,41 +411,18 @@ __global__ void __launch_bounds__(512, 2) split_row_write(const ParamBlock<Onlin
     for (std::int64_t row = gridDim.y - 1 - blockIdx.y; row < args.rows; row += gridDim.y) {
         const std::int64_t offset = chunk * args.slice_len;
         const X* x_chunk = x + row * args.x_row_stride + offset;
-        // The chunk's first loads go out before the partials are folded, so they overlap the fold.
-        const WriteStep<X, Y> first = load_first_write_step<X, Y>(x_chunk, count, threadIdx.x, blockDim.x);
-        // Every CTA of the row folds the same partials in the same order: identical statistics everywhere.
-        Stats<C> stats = empty_stats<C>();
-        for (std::int64_t c = threadIdx.x; c < args.chunks; c += blockDim.x) {
-            stats = combine(stats, partials[row * args.chunks + c]);
+        if constexpr (Input::kPerRow) {
+            write_options_chunk<X, Y, Input>(args, x_chunk, y + row * args.y_row_stride + offset, row, offset, count,
+                                             row_stats);
+        } else {
+            // The chunk's first loads go out before the partials are folded, so they overlap the fold.
+            const WriteStep<X, Y> first = load_first_write_step<X, Y>(x_chunk, count, threadIdx.x, blockDim.x);
+            const Stats<C> stats = row_stats(row);
+            range_write<true>(x_chunk, y + row * args.y_row_stride + offset, count, stats, PlainInput::of(args),
+                              ForwardOutput::of(args), threadIdx.x, blockDim.x, first);
         }
-        stats = block_combine_stats(stats, scratch);
-        range_write<true>(x_chunk, y + row * args.y_row_stride + offset, count, stats, PlainInput::of(args),
-                          ForwardOutput::of(args), threadIdx.x, blockDim.x, first);
     }
 }
 
-
 }  // namespace
-
-const void* block_online_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
-    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
-        return reinterpret_cast<const void*>(
-            &block_online_softmax<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
-    });
-}
-
-const void* split_row_stats_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
-    // The statistics do not depend on y: one instance per x dtype.
-    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto) -> const void* {
-        return reinterpret_cast<const void*>(&split_row_stats<typename decltype(x_tag)::type>);
-    });
-}
-
-const void* split_row_write_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype) {
-    return visit_dtype_pair(x_dtype, y_dtype, [](auto x_tag, auto y_tag) -> const void* {
-        return reinterpret_cast<const void*>(
-            &split_row_write<typename decltype(x_tag)::type, typename decltype(y_tag)::type>);
-    });
-}
-
 }  // namespace smx::cuda
