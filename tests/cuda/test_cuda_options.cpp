@@ -1,6 +1,7 @@
 // [cuda] softmax options (issue 53) on the GPU: every option alone for the 16 dtype pairs and both modes,
 // every option on the fast row families (warp, block-regs one CTA and clusters, grid-regs) with special rows,
-// the plan each takes and the problems left to the general family,
+// the plan each takes and the problems left to the general family, the decode rows' grid-regs-steps and split-row
+// instances of the unmasked set (windows at slice and chunk edges, rows with nothing kept),
 // combinations on random layouts, broadcast masks, per-row scale specials, empty rows under both masked-rows
 // modes, NaN and infinities kept and excluded, causal windows (the spatial layout whose contiguous dim comes
 // first included), long rows (a block per row), in place, a CUDA graph, against the float64 options reference
@@ -213,6 +214,87 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
             }
             if (!not_packed) CHECK(plan.find(unmasked_plan_part) != std::string::npos);
         }
+    }
+}
+
+// The unmasked option set on decode rows past a cluster, on the family plain takes for them (`kind`:
+// grid-regs-steps, or split-row), at plain's configuration (its plan text, then the options), against the float64
+// reference with the plain special rows: scalar scales folded (0.37) and multiplied (0, 1e30, and 1e-50, 0 in
+// float: the reference takes the float), per-row scales (0, negative and huge among them), causal windows ending
+// inside a slice or chunk, on an edge of one, before the row's first element (rows with nothing kept, under both
+// masked-rows modes) and past the row, masked rows zero alone and with a window and a scale; softmax and
+// log-softmax. `edge_key` names plain's slice or chunk length in its plan ("slice", "chunk"), which places the
+// windows; `few_specs` keeps a per-row scale and a window on an edge (the sanitizer cases). Masks plan the general
+// family on these rows (checked without a launch).
+void check_unmasked_options_on_long_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype,
+                                         std::int64_t rows, std::int64_t n, const char* kind, const char* edge_key,
+                                         bool few_specs = false) {
+    const std::string plain = plan_for_rows(handle, x_dtype, y_dtype, rows, n);
+    INFO("plain: " << plain);
+    REQUIRE(kernel_kind(plain) == kind);
+    const std::int64_t edge = plan_value(plain, edge_key);
+    REQUIRE(edge > 0);
+    HostTensor x = make_tensor(x_dtype, {rows, n});
+    fill_random(x, test_rng());
+    add_special_rows(x);
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {rows});
+    fill_random(scale, test_rng(), 2.0);
+    const double factors[] = {0.0, -2.5, 1e30, 0.75};
+    for (std::int64_t r = 0; r < rows && r < 4; ++r) scale.set(r, factors[r]);
+    // Row r's query is r: a window of offset k keeps its first r + k + 1 elements.
+    const std::int64_t inside = edge + edge / 2, on_edge = edge - 1;
+    std::vector<OptionsSpec> specs;
+    OptionsSpec spec;
+    spec.scale_tensor = &scale;
+    specs.push_back(spec);
+    spec = {};
+    spec.causal = on_edge;
+    specs.push_back(spec);
+    if (!few_specs) {
+        for (const double factor : {0.37, 0.0, 1e30, 1e-50}) {
+            spec = {};
+            spec.scale = factor;
+            specs.push_back(spec);
+        }
+        for (const std::int64_t k : {inside, std::int64_t{-3}, std::int64_t{-1}, n}) {
+            spec = {};
+            spec.causal = k;
+            spec.zero_rows = k == -3;
+            specs.push_back(spec);
+        }
+        spec = {};
+        spec.zero_rows = true;
+        specs.push_back(spec);
+        spec.causal = inside;
+        spec.scale = 2.0;
+        specs.push_back(spec);
+        spec = {};
+        spec.causal = on_edge;
+        spec.scale_tensor = &scale;
+        specs.push_back(spec);
+    }
+    for (bool log_mode : {false, true}) {
+        HostTensor y = make_tensor(y_dtype, {rows, n});
+        for (const OptionsSpec& s : specs) {
+            OptionsSpec reference_spec = s;  // the scale as the kernels hold it (float)
+            if (s.scale) reference_spec.scale = static_cast<double>(static_cast<float>(*s.scale));
+            std::string plan;
+            const std::string mismatch = check_options_on_device(handle, y, x, 1, log_mode, s, &plan, &reference_spec);
+            INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(plan.rfind(plain + " options=", 0) == 0);
+            CHECK(plan.find(" set=unmasked") != std::string::npos);
+        }
+    }
+    const HostTensor keep = make_tensor(SMX_DTYPE_BOOL, {rows, n});
+    const HostTensor additive = make_tensor(x_dtype, {rows, n});
+    for (const HostTensor* mask : {&keep, &additive}) {
+        spec = {};
+        spec.mask = mask;
+        spec.causal = on_edge;
+        const std::string plan = options_plan_for_rows(handle, x_dtype, y_dtype, rows, n, &spec);
+        INFO(describe_spec(spec) << " | plan: " << plan);
+        CHECK(kernel_kind(plan) == "general");
     }
 }
 
@@ -623,6 +705,103 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
             }
         }
     }
+}
+
+TEST_CASE("cuda options: decode rows on grid-regs-steps and split-row plan their unmasked options instances at "
+          "plain's configuration",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // The decode grid's longest rows (bench/, --group decode) and f32 -> bf16: plain takes grid-regs-steps for f32
+    // x, split-row for 16-bit x. Scale, per-row scale, causal and masked rows zero plan the same family at plain's
+    // configuration (the same text, then the options); masks have no instance there and plan the general family.
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},
+                               {SMX_DTYPE_F32, SMX_DTYPE_BF16},
+                               {SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                               {SMX_DTYPE_BF16, SMX_DTYPE_F32}};
+    const std::int64_t rows = 4, n = 4194304;
+    for (const DtypePair& pair : pairs) {
+        const std::string plain = plan_for_rows(handle.get(), pair.x, pair.y, rows, n);
+        INFO(dtype_name(pair.x) << "->" << dtype_name(pair.y) << " | plain: " << plain);
+        CHECK(kernel_kind(plain) == (pair.x == SMX_DTYPE_F32 ? "grid-regs-steps" : "split-row"));
+        HostTensor per_row = make_tensor(SMX_DTYPE_F32, {rows});
+        const HostTensor keep = make_tensor(SMX_DTYPE_BOOL, {rows, n});
+        OptionsSpec scale, row_scale, causal, zero_rows, keep_mask;
+        scale.scale = 1.25;
+        row_scale.scale_tensor = &per_row;
+        causal.causal = n - rows;
+        zero_rows.zero_rows = true;
+        keep_mask.mask = &keep;
+        for (const OptionsSpec* spec : {&scale, &row_scale, &causal, &zero_rows}) {
+            const std::string plan = options_plan_for_rows(handle.get(), pair.x, pair.y, rows, n, spec);
+            INFO(describe_spec(*spec) << " | options: " << plan);
+            CHECK(plan.rfind(plain + " options=", 0) == 0);
+            CHECK(plan.find(" set=unmasked") != std::string::npos);
+        }
+        const std::string masked = options_plan_for_rows(handle.get(), pair.x, pair.y, rows, n, &keep_mask);
+        INFO("bool mask | options: " << masked);
+        CHECK(kernel_kind(masked) == "general");
+        // The override that keeps the fast families on the any set leaves these rows to the general family.
+        ScopedEnvironment any("SMX_CUDA_OPTION_SET", "any");
+        const std::string any_set = options_plan_for_rows(handle.get(), pair.x, pair.y, rows, n, &scale);
+        INFO("any set | options: " << any_set);
+        CHECK(kernel_kind(any_set) == "general");
+    }
+}
+
+TEST_CASE("cuda options: grid-regs-steps' options instances against the reference", "[cuda][options]") {
+    CudaHandle handle;
+    // 9 rows of 524289 f32: 33 CTAs of 15888 elements a row, 8 rows a step on an H200, so two steps, the second of
+    // one row (plain's grid-regs-steps test). Windows are placed against the slices' edges.
+    check_unmasked_options_on_long_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 9, 524289, "grid-regs-steps", "slice");
+    check_unmasked_options_on_long_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 9, 524289, "grid-regs-steps", "slice");
+}
+
+TEST_CASE("cuda options: split-row's options instances against the reference for every pair, and in place",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // Six rows of 40003 elements (odd: the rows start at every 16-byte phase) in split-row's chunks of 8192, the
+    // last one short: forced, as a cluster holds such rows. Windows are placed against the chunks' edges.
+    ScopedLongRowsOverride split("split");
+    const std::int64_t rows = 6, n = 40003;
+    const DtypePair pairs[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32},  {SMX_DTYPE_F32, SMX_DTYPE_BF16},
+                               {SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                               {SMX_DTYPE_BF16, SMX_DTYPE_F32},  {SMX_DTYPE_F16, SMX_DTYPE_F32}};
+    for (const DtypePair& pair : pairs) {
+        check_unmasked_options_on_long_rows(handle.get(), pair.x, pair.y, rows, n, "split-row", "chunk");
+    }
+    // In place: a window ending inside a chunk, so the write kernel fills the rest of x's chunk while the
+    // chunk's kept part is read and written, and rows with nothing kept (masked rows zero) fill whole chunks.
+    for (smxDataType_t dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+        HostTensor x = make_tensor(dtype, {rows, n});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        for (bool log_mode : {false, true}) {
+            for (const std::int64_t k : {std::int64_t{8192 + 3000}, std::int64_t{-3}}) {
+                OptionsSpec spec;
+                spec.causal = k;
+                spec.scale = 0.5;
+                spec.zero_rows = true;
+                HostTensor y = x;
+                std::string plan;
+                REQUIRE(run_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan, true) == SMX_STATUS_SUCCESS);
+                const OptionsReference ref = reference_softmax_options(x, 1, log_mode, spec);
+                INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " in place | plan: " << plan);
+                CHECK(compare_to_reference(y, ref.y, log_mode, &ref.z_magnitude, options_compute_rtol(dtype, dtype)) == "");
+                CHECK(kernel_kind(plan) == "split-row");
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: grid-regs-steps and split-row options, small cases for the sanitizers",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // A per-row scale and a window on a slice's or chunk's edge: grid-regs-steps' staged copy cut at the window,
+    // split-row's chunks past it reading nothing.
+    check_unmasked_options_on_long_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 9, 524289, "grid-regs-steps", "slice",
+                                        true);
+    ScopedLongRowsOverride split("split");
+    check_unmasked_options_on_long_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 6, 40003, "split-row", "chunk", true);
 }
 
 TEST_CASE("cuda options: the problems the fast families leave to the general family", "[cuda][options]") {

@@ -72,7 +72,13 @@ smxStatus_t choose_grid_regs_steps(const SoftmaxInfo& info, const PlanContext& c
                                    GridRegsSteps* steps) {
     *steps = {};
     if (choice.kernel == nullptr || choice.values != kGridRegsStepsValues) return SMX_STATUS_SUCCESS;
-    const void* kernel = grid_regs_steps_kernel(info.x_dtype, info.y_dtype);
+    // With options, the unmasked set's instance (scale, causal, masked rows; softmax's with the scale folded into
+    // the exps where the options allow it); masks have none.
+    const bool unmasked_options = info.options.any() && regs_option_set_for(info, context) == RowsOptionSet::Unmasked;
+    const bool fold = rows_scale_folds(info.options) && !info.is_log();
+    const void* kernel = !info.options.any() ? grid_regs_steps_kernel(info.x_dtype, info.y_dtype)
+                         : unmasked_options  ? grid_regs_steps_options_kernel(info.x_dtype, info.y_dtype, fold)
+                                             : nullptr;
     if (kernel == nullptr || choice.chunks > kGridRegsStepsMaxChunks) return SMX_STATUS_SUCCESS;
     const std::size_t shared_bytes = grid_regs_steps_shared_bytes(info.x_dtype, info.y_dtype, choice.slice_len);
     std::size_t dynamic_limit = 0;

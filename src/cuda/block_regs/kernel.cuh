@@ -67,9 +67,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     constexpr bool kStagedSteps = kRowSteps && kHasBulkCopy && kPackBytes == 16;
     static_assert((kPackBytes == 16) == (sizeof(X) >= sizeof(Y)), "grid_regs_steps_shared_bytes' condition");
     // Options instances hold at most kBlockRegsOptionsMaxValues widened values, or the packed hold for the
-    // unmasked set (no mask to read at each use), and take no row steps.
+    // unmasked set (no mask to read at each use), and take row steps for the unmasked set only.
     constexpr bool kOptionsHold = kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && kUnmaskedOptions<Input>);
-    static_assert(!Input::kPerRow || (kOptionsHold && !kRowSteps), "no such options instance");
+    static_assert(!Input::kPerRow || (kOptionsHold && (!kRowSteps || kUnmaskedOptions<Input>)), "no such options instance");
 
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
     // them all; a CTA whose row of the last step is past the end takes it with no elements. Each step
@@ -148,12 +148,20 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         if constexpr (kStagedSteps) {
             __shared__ std::uint64_t stage_landed;                        // the staged slice's bytes have landed
             extern __shared__ __align__(16) unsigned char step_stage[];  // the staged slice's packs
-            // Thread 0 stages step `s`: the copy of its slice's whole packs, or an empty arrival past the rows.
+            // Thread 0 stages step `s`: the copy of its slice's whole packs, or an empty arrival past the rows. With
+            // options, the packs that start inside the row's causal window (those the threads take below).
             const auto stage = [&](int s) {
                 const std::int64_t stage_row = step_row + static_cast<std::int64_t>(s - step) * (gridDim.x / ranks);
                 const X* stage_slice = x + stage_row * args.x_row_stride + slice_begin;
                 const int stage_head = slice_head<kPackBytes>(stage_slice, slice_count);
-                const unsigned bytes = stage_row < args.rows ? static_cast<unsigned>((slice_count - stage_head) / kPack) * 16u : 0u;
+                unsigned bytes = stage_row < args.rows ? static_cast<unsigned>((slice_count - stage_head) / kPack) * 16u : 0u;
+                if constexpr (Input::kPerRow) {
+                    if (stage_row < args.rows) {
+                        const int window = static_cast<int>(window_count(input.read_len(stage_row, args.row_len), slice_begin, slice_count));
+                        const unsigned window_bytes = window > stage_head ? static_cast<unsigned>((window - stage_head + kPack - 1) / kPack) * 16u : 0u;
+                        bytes = window_bytes < bytes ? window_bytes : bytes;
+                    }
+                }
                 bulk_copy_expect(&stage_landed, bytes);
                 if (bytes > 0) bulk_copy_to_shared(step_stage, stage_slice + stage_head, bytes, &stage_landed);
             };
@@ -169,7 +177,10 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 const int pack = p * threads + tid;
-                if (pack < body_packs) raw[p] = packs[pack];
+                // Options: packs past the causal window were not staged; their values become -inf in the widen. Set
+                // here, so that no pack's registers carry over from the step before (that cost stack).
+                if (pack < body_packs && (!Input::kPerRow || slice_index(p, 0) < read_count)) raw[p] = packs[pack];
+                else if constexpr (Input::kPerRow) raw[p] = Packed<X, kPack>{};
             }
             __syncthreads();  // every thread has its packs: the stage may take the next step's
             if (tid == 0 && step + 1 < steps) {
@@ -237,8 +248,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 widen_pack(raw[p], &held[p * kPack]);
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scaled(held[p * kPack + k]), k);
-                // (f32 x tests every value: the branch cost its 32-value instances stack.)
-                if (sizeof(X) == 4 || slice_index(p, kPack - 1) >= read_count) {
+                // (f32 x tests every value: the branch cost its 32-value instances stack. Grid-regs steps test only
+                // where the window ends inside the slice, a branch uniform over the CTA.)
+                if ((!kRowSteps || read_count < count) && (sizeof(X) == 4 || slice_index(p, kPack - 1) >= read_count)) {
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (slice_index(p, k) >= read_count) held[p * kPack + k] = neg_inf<C>();
@@ -515,6 +527,18 @@ __global__ void __launch_bounds__(1024) block_regs_softmax_steps(const ParamBloc
     block_regs_modes<X, Y, kGridRegsStepsValues, true>(args);
 }
 
+// Its options instances, of the unmasked set (scale, causal window, masked rows): the same bounds. kFoldScale:
+// softmax alone, with the launch's scale folded into the exps (the plan's choice: RowsOptionsParams::fold_scale),
+// so no element pays a multiply; otherwise both modes, each x multiplied by the scale as it is widened.
+template <class X, class Y, bool kFoldScale>
+__global__ void __launch_bounds__(1024) block_regs_softmax_steps_options(const ParamBlock<BlockRegsParams> args) {
+    if constexpr (kFoldScale) {
+        block_regs_rows<X, Y, kGridRegsStepsValues, true, RowsOptionsInput<RowsOptionSet::Unmasked, X, true>, SoftmaxOutput>(args);
+    } else {
+        block_regs_modes<X, Y, kGridRegsStepsValues, true, RowsOptionsInput<RowsOptionSet::Unmasked, X>>(args);
+    }
+}
+
 // The options instances (RowsOptionsInput of one RowsOptionSet), 8, 16 and 32 values
 // (kBlockRegsOptionsMaxValues): the plain kernels' launch bounds, no row steps.
 template <class X, class Y, int kValues, RowsOptionSet kSet>
@@ -590,11 +614,21 @@ const void* block_regs_instance(int values_per_thread, RowsOptionSet set = RowsO
 }
 
 // f32 x only: 16-bit x's steps move half the bytes for the same fixed costs, and lost to split-row whether
-// staged or not (performance.md#grid-regs-steps).
-template <class X, class Y>
-const void* block_regs_steps_instance() {
-    if constexpr (std::is_same_v<X, float>) return reinterpret_cast<const void*>(&block_regs_softmax_steps<X, Y>);
-    return nullptr;
+// staged or not (performance.md#grid-regs-steps). kOptions: the unmasked set's instance, for the pairs of
+// kRowsOptionsPair, with the scale folded into softmax's exps where `fold`.
+template <class X, class Y, bool kOptions = false>
+const void* block_regs_steps_instance(bool fold = false) {
+    if constexpr (!std::is_same_v<X, float>) {
+        return nullptr;
+    } else if constexpr (kOptions) {
+        if constexpr (kRowsOptionsPair<X, Y>) {
+            return fold ? reinterpret_cast<const void*>(&block_regs_softmax_steps_options<X, Y, true>)
+                        : reinterpret_cast<const void*>(&block_regs_softmax_steps_options<X, Y, false>);
+        }
+        return nullptr;
+    } else {
+        return reinterpret_cast<const void*>(&block_regs_softmax_steps<X, Y>);
+    }
 }
 
 }  // namespace smx::cuda

@@ -1,5 +1,6 @@
 // options.cu - the block-regs family's options instances (RowsOptionsInput, every RowsOptionSet) for the pairs of
-// kRowsOptionsPair: block-regs and grid-regs plans of problems with options (Rows layout).
+// kRowsOptionsPair: block-regs and grid-regs plans of problems with options (Rows layout); and grid-regs-steps'
+// instances of the unmasked set.
 #include "cuda/block_regs/kernel.cuh"
 
 namespace smx::cuda {
@@ -9,6 +10,12 @@ const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType
     return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread, set](auto x_tag, auto y_tag) -> const void* {
         return block_regs_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type, true>(values_per_thread,
                                                                                                        set);
+    });
+}
+
+const void* grid_regs_steps_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool fold) {
+    return visit_dtype_pair(x_dtype, y_dtype, [fold](auto x_tag, auto y_tag) -> const void* {
+        return block_regs_steps_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type, true>(fold);
     });
 }
 

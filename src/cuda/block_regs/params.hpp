@@ -59,6 +59,10 @@ const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType
 constexpr int kGridRegsStepsValues = 32;
 constexpr int kGridRegsStepsMaxChunks = 512;
 const void* grid_regs_steps_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype);
+// Its options instances of the unmasked option set (scale, causal window, masked rows), for the pairs of
+// kRowsOptionsPair with f32 x (nullptr for others): `fold` takes the softmax instance with the launch's scale
+// folded into the exps (RowsOptionsParams::fold_scale), else the one that multiplies, for both modes.
+const void* grid_regs_steps_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool fold);
 // Dynamic shared memory the row-steps kernel needs for slices of `slice_len` elements: the slice staged by a
 // bulk copy one step ahead where x's packs are 16 bytes (x at least as wide as y), else 0.
 std::size_t grid_regs_steps_shared_bytes(smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t slice_len);

@@ -79,8 +79,9 @@ struct GridRegsChoice {
 smxStatus_t choose_grid_regs(const SoftmaxInfo& info, const PlanContext& context, GridRegsChoice* choice);
 
 // Grid-regs steps: a grid-regs configuration of kGridRegsStepsValues values that does not fit every row at
-// once, on the row-steps kernel, rows_per_step rows at a time. fits = false where the kernel has no instance,
-// the device cannot hold one row's CTAs at once, or a row has more CTAs than a step folds.
+// once, on the row-steps kernel, rows_per_step rows at a time (a problem with options: its options instance,
+// unmasked set only). fits = false where the kernel has no instance, the device cannot hold one row's CTAs at
+// once, or a row has more CTAs than a step folds.
 struct GridRegsSteps {
     bool fits = false;
     const void* kernel = nullptr;

@@ -287,34 +287,53 @@ __device__ __forceinline__ Stats<C> combine(Stats<C> a, Stats<C> b) {
     return {max, a.sum * rescale(a.max, max) + b.sum * rescale(b.max, max)};
 }
 
-// Adds a group of values whose max is group_max to running statistics, with one rescale of the running
-// sum: sum_exps(exp) returns the group's sum of exp(v) for the exp functor it is given (relative to the
-// new max). The group is summed on its own first: far fewer additions into the long-running sum.
-template <class C, class SumExps>
-__device__ __forceinline__ void add_group(Stats<C>& stats, C group_max, const SumExps& sum_exps) {
+// What the values given to add_group and add_chunk are: z itself, exponentiated relative to one shift. A body
+// that holds x where z = s * x (a scale folded into the exps) passes its input's InputValues instead
+// (options.cuh): its maxima turned into z's units, its exps taking s in their multiplier.
+struct ZValues {
+    template <class C>
+    __device__ __forceinline__ C to_shift(C values_max) const {
+        return values_max;
+    }
+    template <class C, class Body>
+    __device__ __forceinline__ void with_exp(C shift, Body&& body) const {
+        with_shifted_exp(shift, body);
+    }
+};
+
+// Adds a group of values whose max is group_max (in z's units) to running statistics, with one rescale of the
+// running sum: sum_exps(exp) returns the group's sum of exp(v) for the exp functor it is given (relative to the
+// new max), `held` what the values are (ZValues: z). The group is summed on its own first: far fewer additions
+// into the long-running sum.
+template <class C, class SumExps, class Held = ZValues>
+__device__ __forceinline__ void add_group(Stats<C>& stats, C group_max, const SumExps& sum_exps, const Held& held = {}) {
     const C max = max_nan(stats.max, group_max);
     if (max == neg_inf<C>()) return;  // everything so far is -inf: nothing to add
     C group_sum = 0;
     C unbias = 1;
-    with_shifted_exp(max, [&](const auto& exp) {
+    held.with_exp(max, [&](const auto& exp) {
         group_sum = sum_exps(exp);
         unbias = exp.unbias();
     });
     stats = {max, stats.sum * rescale(stats.max, max) + group_sum * unbias};
 }
 
-// Adds N values (padding must be -inf) to running statistics with one rescale per chunk.
-template <int N, class C>
-__device__ __forceinline__ void add_chunk(Stats<C>& stats, const C* values) {
+// Adds N values (padding must be -inf) to running statistics with one rescale per chunk; `held` says what the
+// values are (ZValues: z).
+template <int N, class C, class Held = ZValues>
+__device__ __forceinline__ void add_chunk(Stats<C>& stats, const C* values, const Held& held = {}) {
     C chunk_max = values[0];
 #pragma unroll
     for (int k = 1; k < N; ++k) chunk_max = max_nan(chunk_max, values[k]);
-    add_group(stats, chunk_max, [&](const auto& exp) {
-        C sum = 0;
+    add_group(
+        stats, held.to_shift(chunk_max),
+        [&](const auto& exp) {
+            C sum = 0;
 #pragma unroll
-        for (int k = 0; k < N; ++k) sum += exp(values[k]);  // +inf - +inf = NaN poisons, as it must
-        return sum;
-    });
+            for (int k = 0; k < N; ++k) sum += exp(values[k]);  // +inf - +inf = NaN poisons, as it must
+            return sum;
+        },
+        held);
 }
 
 // A thread's statistics over a strided loop, j = first, first + stride, ... < end, summed in two levels:

@@ -352,15 +352,18 @@ struct RowsOptionsInput {
                 mask_row = static_cast<const unsigned char*>(options.mask) + row * options.mask_row_stride * mask_size;
             }
         }
-        std::int64_t read_len = row_len;
-        if (options.causal != 0) {
-            const std::int64_t last = causal_query(row) + options.causal_offset;  // clamped: no overflow
-            read_len = last + 1 < read_len ? (last + 1 < 0 ? 0 : last + 1) : read_len;
-        }
+        const std::int64_t window_len = read_len(row, row_len);
         C scale = C(1);
         if (options.scale_kind == 1) scale = C(options.scalar_scale);
         if (options.scale_kind == 2) scale = C(options.scale[row * options.scale_row_stride]);
-        return {options, mask_row, read_len, scale};
+        return {options, mask_row, window_len, scale};
+    }
+
+    // Row r's elements before the end of its causal window (row_len without one).
+    __device__ __forceinline__ std::int64_t read_len(std::int64_t row, std::int64_t row_len) const {
+        if (options.causal == 0) return row_len;
+        const std::int64_t last = causal_query(row) + options.causal_offset;  // clamped: no overflow
+        return last + 1 < row_len ? (last + 1 < 0 ? 0 : last + 1) : row_len;
     }
 
     // Row r's causal query, r % causal_queries.
@@ -415,6 +418,22 @@ __device__ __forceinline__ C held_max_to_shift(const Input& input, C held_max) {
     if constexpr (kHeldBeforeScale<Input>) return input.template launch_scale<C>() * held_max;
     else return held_max;
 }
+
+// What a body's values are for `input`, as add_group and add_chunk read them (math.cuh): z for the inputs that
+// hold it (as ZValues), x before the launch's scale for a folded input (maxima turned into z's units, the scale
+// in the exps' multiplier).
+template <class Input>
+struct InputValues {
+    const Input& input;
+    template <class C>
+    __device__ __forceinline__ C to_shift(C values_max) const {
+        return held_max_to_shift(input, values_max);
+    }
+    template <class C, class Body>
+    __device__ __forceinline__ void with_exp(C shift, Body&& body) const {
+        with_value_shifted_exp(input, shift, body);
+    }
+};
 
 // Calls body(TypeTag<folded input>) where the launch folds the scale into softmax's exps (kSet unmasked, a
 // softmax output, options.fold_scale), else body(TypeTag<Input>): one uniform branch per launch.

@@ -57,6 +57,13 @@ constexpr std::uint32_t fast_quotient(std::uint32_t n, FastDivisor divisor) {
     return (high + n) >> divisor.shift;
 }
 
+// Elements of the range [begin, begin + count) of a row that lie inside its causal window, the row's first
+// read_len elements: 0 for a range wholly past it (the fast families' slices and chunks read no element past it).
+constexpr std::int64_t window_count(std::int64_t read_len, std::int64_t begin, std::int64_t count) {
+    const std::int64_t inside = read_len - begin;
+    return inside < 0 ? 0 : (inside < count ? inside : count);
+}
+
 // The options of a Rows-layout problem as the fast row families read them (warp, block-regs, grid-regs): the
 // per-row scale and the mask are operands of the rows' layout, so row r's start in each is r times its row
 // stride and a mask row is contiguous along the axis. Row r's causal query is r % causal_queries (Rows: the

@@ -125,14 +125,16 @@ smxStatus_t plan_rows(const SoftmaxInfo& info, const PlanContext& context, Famil
 }
 
 // The option set a Rows problem's options instance is compiled for: the warp family's (rows it takes) or
-// block-regs' and grid-regs' (regs_option_set_for: f32 keep masks on the any set).
+// block-regs' and grid-regs' (regs_option_set_for: f32 keep masks on the any set; grid-regs-steps and split-row
+// take the unmasked set alone).
 cuda::RowsOptionSet rows_family_option_set(const SoftmaxInfo& info, const PlanContext& context) {
     return info.row_len <= cuda::kWarpMaxRowLen ? cuda::rows_option_set_for(info, context)
                                                 : cuda::regs_option_set_for(info, context);
 }
 
 // The options instance of the family the plain problem takes (plan_rows_options); *planned is false where
-// that family has none or its configuration does not fit.
+// that family has none (block-online; grid-regs-steps and split-row with a mask) or its configuration does not
+// fit.
 smxStatus_t plan_rows_options_by_plain_family(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan,
                                               bool* planned) {
     SoftmaxInfo plain = info;
@@ -160,6 +162,15 @@ smxStatus_t plan_rows_options_by_plain_family(const SoftmaxInfo& info, const Pla
         // Decode batches plain splits at the packed 64 values (64 x 128256 16-bit): the masked sets' widened
         // values need twice the CTAs, more than the device holds at once, so one cluster a row in waves.
         if (!*planned) SMX_RETURN_IF_ERROR(plan_block_regs_options());
+    } else if (family == RowsFamily::GridRegsSteps) {
+        // Plain's steps configuration on the options instance (unmasked set: choose_grid_regs_steps).
+        SMX_RETURN_IF_ERROR(cuda::choose_grid_regs(info, context, &grid_regs));
+        SMX_RETURN_IF_ERROR(cuda::choose_grid_regs_steps(info, context, grid_regs, &steps));
+        if (steps.fits) SMX_RETURN_IF_ERROR(cuda::plan_grid_regs_steps(info, grid_regs, steps, plan));
+        *planned = steps.fits;
+    } else if (family == RowsFamily::SplitRow && cuda::split_row_takes_options(info, context)) {
+        SMX_RETURN_IF_ERROR(cuda::plan_split_row(info, context, plan));
+        *planned = true;
     }
     return SMX_STATUS_SUCCESS;
 }
@@ -206,10 +217,12 @@ smxStatus_t plan_batch_invariant_rows(const SoftmaxInfo& info, const PlanContext
 // move no crossover; warp, block-regs and grid-regs then run their options instance, configured by the same
 // search over the options instances (8, 16 and 32 values for block-regs and grid-regs; the packed 64 for the
 // unmasked set of 16-bit x). Grid-regs rows whose options configuration does not fit at once take block-regs'
-// clusters where a cluster holds the row. Batch invariance takes plan_batch_invariant_rows instead.
-// The others (grid-regs steps, split-row, block-online), and a configuration the options instances cannot
-// take, run on the general family. The plan text names the options after the family, then the option set its
-// instance is compiled for (set=unmasked, keep, additive or any: RowsOptionSet).
+// clusters where a cluster holds the row. The decode rows past a cluster that plain gives grid-regs-steps or
+// split-row take those families' instances of the unmasked set (scale, causal, masked rows, at plain's
+// configuration); with a mask (bool or additive) they have none. Batch invariance takes
+// plan_batch_invariant_rows instead. The others (block-online, those masked decode rows), and a configuration
+// the options instances cannot take, run on the general family. The plan text names the options after the
+// family, then the option set its instance is compiled for (set=unmasked, keep, additive or any: RowsOptionSet).
 smxStatus_t plan_rows_options(const SoftmaxInfo& info, const PlanContext& context, FamilyPlan* plan) {
     bool planned = false;
     if (info.options.batch_invariant) {
