@@ -351,15 +351,18 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm)
 
 // The options instances' minimum of CTAs per SM: the plain shape's, but 12 (40 registers) where the plain
 // one states 16 (32) for 16 values: the options bodies spilled there (docs/cuda-kernels.md, "Option sets");
-// and 10 (48 registers, plain's count) for f32 x at 16 values, which plain leaves unbounded: the folded scale's
+// 10 (48 registers, plain's count) for f32 x at 16 values, which plain leaves unbounded: the folded scale's
 // second body took them to 56-63 unbounded, and fits 48 without spilling (docs/performance.md, "options: scale
-// folded into the exp").
+// folded into the exp"); and 7 (72 registers, plain's count) for f32 -> f32 at 32 values, where plain's 6 let
+// them take 80, two CTAs of 64 threads fewer per SM, and every set fits 72 without spilling (docs/performance.md,
+// "options: scale on warp 1024 and f32 block-regs").
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 constexpr int kWarpOptionsMinCtasPerSm = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 16 && kCols * kRowsPerThread == 16
                                              ? 12
                                          : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 0 && sizeof(X) == 4 &&
                                                  kCols * kRowsPerThread == 16
                                              ? 10
+                                         : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 6 ? 7
                                              : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
 
 // The options instance of a shape for set `set` (pairs of kRowsOptionsPair only).
