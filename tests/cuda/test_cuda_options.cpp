@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/common/options.hpp"
 #include "cuda_helpers.hpp"
 #include "support/environment.hpp"
 #include "support/layouts.hpp"
@@ -494,7 +495,11 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
                     CHECK(kernel_kind(plan) == kernel_kind(plain));
                     CHECK(plan.find(" values=32 ") != std::string::npos);
                 } else {
-                    CHECK(plan.rfind(plain + " options=", 0) == 0);
+                    // f32 block-regs rows of 32 values take the folded instance for a scalar scale and for causal
+                    // alone (no scale: 1 folded), at plain's configuration.
+                    const bool folded = dtype == SMX_DTYPE_F32 && kernel_kind(plain) == "block-regs" &&
+                                        plain.find(" values=32 ") != std::string::npos && spec != &row_scale;
+                    CHECK(plan.rfind(plain + (folded ? " folded" : "") + " options=", 0) == 0);
                 }
                 CHECK(plan.find(" set=unmasked") != std::string::npos);
             }
@@ -662,9 +667,10 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
     // most 2^64 (scalar_scale_folds); 0, negative, past 2^64 and scales whose float is 0 or inf multiply each x as
     // before. Both sides of the bound in float (a double above 2^64 that rounds to it folds), tiny and huge folded
     // scales, on every fast family's unmasked instances: warp (narrow, two packs, 32 lanes), block-regs (one CTA,
-    // a cluster), and the packed 64 values of 16-bit x.
-    const double scales[] = {0.37, 3.0,  1e-30, 1e19, 0x1p64, 0x1p64 * (1.0 + 0x1p-30), 0x1p64 * 1.5,
-                             1e30, 0.0, -2.5,  1e-50, 1e39};
+    // a cluster), and the packed 64 values of 16-bit x. f32 x at 32 values a thread folds in an instance of its
+    // own, which the plan names ("folded"); the others fold inside their options instance.
+    const double scales[] = {0.37, 1.25, 3.0, 1e-30, 1e19, 0x1p64, 0x1p64 * (1.0 + 0x1p-30), 0x1p64 * 1.5,
+                             1e30, 0.0,  -2.5, 1e-50, 1e39, kNaN};
     const Pair pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16},
                           {SMX_DTYPE_F32, SMX_DTYPE_F32},
                           {SMX_DTYPE_BF16, SMX_DTYPE_F32},
@@ -673,6 +679,7 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
     const Case cases[] = {{37, 45, "warp"}, {70, 32, "warp"}, {9, 1000, "warp"}, {6, 5000, "block-regs"},
                           {3, 32768, "block-regs"}};
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");  // three long rows would take grid-regs
+    int folded_runs = 0;  // f32 rows of 3 x 32768 hold 32 values a thread: the folded instance must have run
     for (const Pair& pair : pairs) {
         for (const Case& c : cases) {
             HostTensor x = make_tensor(pair.x, {c.rows, c.n});
@@ -700,8 +707,54 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
                         CHECK(mismatch == "");
                         CHECK(kernel_kind(plan) == c.kind);
                         CHECK(plan.find(" set=unmasked") != std::string::npos);
+                        const bool folded_instance = pair.x == SMX_DTYPE_F32 && c.kind == std::string("block-regs") &&
+                                                     plan.find(" values=32 ") != std::string::npos && !log_mode &&
+                                                     smx::cuda::scalar_scale_folds(scale);
+                        CHECK((plan.find(" folded ") != std::string::npos) == folded_instance);
+                        if (folded_instance) ++folded_runs;
                     }
                 }
+            }
+        }
+    }
+    CHECK(folded_runs > 0);
+}
+
+TEST_CASE("cuda options: the folded f32 instance on grid-regs, and the scales it leaves to the options instance, "
+          "against the reference",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // Rows past 524288 f32 elements split into 16384-element slices of 512 threads x 32 values on grid-regs, so a
+    // folded scale (and causal alone, 1 folded) takes the folded instance with its partials through the workspace;
+    // a negative scale, a per-row scale and log-softmax keep the options instance's multiply. Six rows, with the
+    // special rows (NaN, +inf, all -inf, huge values for the exact exp), take 6 x 37 CTAs of 512 threads: resident
+    // at once on an H200, as a cooperative launch needs.
+    ScopedEnvironment grid("SMX_CUDA_LONG_ROWS", "grid");
+    const std::int64_t rows = 6, n = 600001;
+    HostTensor per_row = make_tensor(SMX_DTYPE_F32, {rows});
+    fill_random(per_row, test_rng(), 2.0);
+    for (smxDataType_t y_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, n});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        HostTensor y = make_tensor(y_dtype, {rows, n});
+        std::vector<OptionsSpec> specs(5);
+        specs[0].scale = 1.25;
+        specs[1].causal = n / 3;
+        specs[2].scale = 1.25;
+        specs[2].causal = -7;
+        specs[3].scale = -2.5;
+        specs[4].scale_tensor = &per_row;
+        for (bool log_mode : {false, true}) {
+            for (const OptionsSpec& spec : specs) {
+                std::string plan;
+                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+                INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(kernel_kind(plan) == "grid-regs");
+                CHECK(plan.find(" values=32 ") != std::string::npos);
+                const bool folds = !log_mode && spec.scale_tensor == nullptr && !(spec.scale && *spec.scale < 0.0);
+                CHECK((plan.find(" folded ") != std::string::npos) == folds);
             }
         }
     }

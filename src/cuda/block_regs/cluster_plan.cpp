@@ -198,9 +198,17 @@ const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& co
         const bool packed_allowed = context.preferences.packed_options && block_regs_packed_options_apply(info.options);
         if (values == kPackedValues && !packed_allowed) return nullptr;
         const RowsOptionSet set = regs_option_set_for(info, context);
+        if (set == RowsOptionSet::Unmasked && !info.is_log() && rows_scale_folds(info.options)) {
+            const void* folded = block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, values);
+            if (folded != nullptr) return folded;
+        }
         return block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, values, set);
     }
     return block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
+}
+
+const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int values) {
+    return kernel == block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, values) ? " folded" : "";
 }
 
 BlockRegsParams block_regs_params(const SoftmaxInfo& info, std::int64_t slice_len) {
@@ -218,9 +226,10 @@ smxStatus_t plan_block_regs(const SoftmaxInfo& info, const RegsChoice& choice, F
     const Launch launch{choice.kernel, grid, dim3(static_cast<unsigned>(choice.threads)), 0,
                         choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
     *plan = make_family_plan(info, params, {launch}, 0,
-                             fmt::format("cuda block-regs values={} threads={} cluster={} slice={} ctas_per_sm={} grid={}x{}",
+                             fmt::format("cuda block-regs values={} threads={} cluster={} slice={} ctas_per_sm={} grid={}x{}{}",
                                          choice.values, choice.threads, choice.cluster, choice.slice_len,
-                                         choice.ctas_per_sm, grid.x, grid.y));
+                                         choice.ctas_per_sm, grid.x, grid.y,
+                                         regs_instance_note(info, choice.kernel, choice.values)));
     return SMX_STATUS_SUCCESS;
 }
 

@@ -110,9 +110,9 @@ smxStatus_t plan_grid_regs(const SoftmaxInfo& info, const GridRegsChoice& choice
     launch.cooperative = true;
     *plan = make_family_plan(info, grid_regs_params(info, choice), {launch}, workspace,
                              fmt::format("cuda grid-regs values={} threads={} chunks={} slice={} ctas_per_sm={} "
-                                         "workspace={}",
+                                         "workspace={}{}",
                                          choice.values, choice.threads, choice.chunks, choice.slice_len,
-                                         choice.ctas_per_sm, workspace));
+                                         choice.ctas_per_sm, workspace, regs_instance_note(info, choice.kernel, choice.values)));
     return SMX_STATUS_SUCCESS;
 }
 

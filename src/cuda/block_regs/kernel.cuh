@@ -69,6 +69,10 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // Options instances hold at most kBlockRegsOptionsMaxValues widened values, or the packed hold for the
     // unmasked set (no mask to read at each use), and take row steps for the unmasked set only.
     constexpr bool kOptionsHold = kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && kUnmaskedOptions<Input>);
+    // The folded instance of f32 x (block_regs_softmax_options_folded): its kernel holds no other body, so it has
+    // registers for what the options kernels could not afford (one bound a load, the window tested a pack at a
+    // time).
+    constexpr bool kFoldedAlone = sizeof(X) == 4 && kHeldBeforeScale<Input>;
     static_assert(!Input::kPerRow || (kOptionsHold && (!kRowSteps || kUnmaskedOptions<Input>)), "no such options instance");
 
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
@@ -199,11 +203,22 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 }
             }
         } else if constexpr (Input::kPerRow) {
+            if constexpr (kFoldedAlone) {
+                // The body packs that start inside the causal window: one test a load, as plain's (in the options
+                // kernels this count took registers and spilled).
+                const int window_packs = read_count > head ? min(body_packs, (read_count - head + kPack - 1) / kPack) : 0;
 #pragma unroll
-            for (int p = 0; p < kPacks; ++p) {
-                const int pack = p * threads + tid;
-                if (pack < body_packs && slice_index(p, 0) < read_count) {
-                    raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                for (int p = 0; p < kPacks; ++p) {
+                    const int pack = p * threads + tid;
+                    if (pack < window_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                }
+            } else {
+#pragma unroll
+                for (int p = 0; p < kPacks; ++p) {
+                    const int pack = p * threads + tid;
+                    if (pack < body_packs && slice_index(p, 0) < read_count) {
+                        raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                    }
                 }
             }
             if constexpr (kPackedHold) {
@@ -248,9 +263,11 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 widen_pack(raw[p], &held[p * kPack]);
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scaled(held[p * kPack + k]), k);
-                // (f32 x tests every value: the branch cost its 32-value instances stack. Grid-regs steps test only
-                // where the window ends inside the slice, a branch uniform over the CTA.)
-                if ((!kRowSteps || read_count < count) && (sizeof(X) == 4 || slice_index(p, kPack - 1) >= read_count)) {
+                // (f32 x tests every value but in the folded instance: the branch cost the options kernels'
+                // 32-value bodies stack. Grid-regs steps test only where the window ends inside the slice, a
+                // branch uniform over the CTA.)
+                if ((!kRowSteps || read_count < count) &&
+                    ((sizeof(X) == 4 && !kFoldedAlone) || slice_index(p, kPack - 1) >= read_count)) {
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (slice_index(p, k) >= read_count) held[p * kPack + k] = neg_inf<C>();
@@ -494,7 +511,8 @@ __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
     } else if constexpr (sizeof(X) == 2 && kValues >= 32) {
         // Softmax of the unmasked set: its scale folded into the exps where the plan allows it. 16-bit x at 32
         // and 64 values only: the second body cost the 16-value instances 9-12 registers and f32 x's 32 values
-        // more stack, where these kept theirs (docs/performance.md, "options: scale folded into the exp").
+        // more stack, where these kept theirs (docs/performance.md, "options: scale folded into the exp"); f32
+        // x at 32 values folds in an instance of its own (block_regs_softmax_options_folded).
         with_folded_input<Input, SoftmaxOutput>(args, [&](auto input_tag) {
             block_regs_rows<X, Y, kValues, kRowSteps, typename decltype(input_tag)::type, SoftmaxOutput>(args);
         });
@@ -544,6 +562,15 @@ __global__ void __launch_bounds__(1024) block_regs_softmax_steps_options(const P
 template <class X, class Y, int kValues, RowsOptionSet kSet>
 __global__ void __launch_bounds__(1024) block_regs_softmax_options(const ParamBlock<BlockRegsParams> args) {
     block_regs_modes<X, Y, kValues, false, RowsOptionsInput<kSet, X>>(args);
+}
+
+// The unmasked set's softmax with the scale folded into its exps (RowsOptionsInput's kFoldScale), alone in a
+// kernel: f32 x at 32 values, whose options kernel holds the multiplying and log-softmax bodies, and there a
+// third body took stack where alone it fits 64 registers (docs/performance.md, "options: scale on warp 1024 and
+// f32 block-regs"). 16-bit x folds inside its options kernel (block_regs_modes).
+template <class X, class Y>
+__global__ void __launch_bounds__(1024) block_regs_softmax_options_folded(const ParamBlock<BlockRegsParams> args) {
+    block_regs_rows<X, Y, 32, false, RowsOptionsInput<RowsOptionSet::Unmasked, X, true>, SoftmaxOutput>(args);
 }
 
 // The unmasked set's packed 64-value options instance (16-bit x): the plain packed kernel's launch bounds.
@@ -611,6 +638,15 @@ const void* block_regs_instance(int values_per_thread, RowsOptionSet set = RowsO
             default: return nullptr;
         }
     }
+}
+
+// The folded softmax instance of `values_per_thread` (f32 x at 32 values), or nullptr.
+template <class X, class Y>
+const void* block_regs_folded_instance(int values_per_thread) {
+    if constexpr (std::is_same_v<X, float> && kRowsOptionsPair<X, Y>) {
+        if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_options_folded<X, Y>);
+    }
+    return nullptr;
 }
 
 // f32 x only: 16-bit x's steps move half the bytes for the same fixed costs, and lost to split-row whether

@@ -108,14 +108,42 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
                 // down both the vector and the element paths (performance.md, "options: scale folded").
                 const auto row_input = input.template bind<C>(row_valid ? row_of(r) : Index{0}, row_len);
                 const int read_len = static_cast<int>(row_input.read_len);
+                // Whether the pack at `col` is loaded whole (16 bytes) rather than element by element.
+                const auto loads_whole = [&](int col) {
+                    const bool inside = Input::kLoadsStraddlingPacks ? col + kPack <= row_len && col < read_len
+                                                                     : col + kPack <= read_len;
+                    return row_valid && args.x_vector && inside;
+                };
+                // The unmasked set's shapes of several packs a lane issue every vector load of the row before
+                // using any: a pack transformed (or tested against the window) right after its load made each load
+                // wait for the one before, one memory round trip per pack (performance.md, "options: scale on warp
+                // 1024 and f32 block-regs"). The masked sets read their mask in the transform, and 16-bit x written
+                // as f32 holds twice its bytes for the paired stores: there it cost registers and spills, so they
+                // load a pack as they transform it.
+                constexpr bool kLoadsFirst = kUnmaskedOptions<Input> && kPacksPerLane > 1 && !(sizeof(X) == 2 && sizeof(Y) == 4);
+                // 16-bit packs wait packed, widened once all are requested. f32 ones land in `values` (an array of
+                // their own was put in local memory), and so do f16's at 32 values a lane, widened as they land
+                // (two round trips, as plain's): held packed they spilled.
+                constexpr bool kHeldPacked = kLoadsFirst && sizeof(X) == 2 && !(std::is_same_v<X, __half> && kCols == 32);
+                Packed<X, kPack> raw[kHeldPacked ? kPacksPerLane : 1];
+                bool whole[kPacksPerLane];  // loaded whole (kLoadsFirst)
+                if constexpr (kLoadsFirst) {
+#pragma unroll
+                    for (int p = 0; p < kPacksPerLane; ++p) {
+                        const int col = (p * kLanes + lane_in_group) * kPack;
+                        whole[p] = loads_whole(col);
+                        if (!whole[p]) continue;
+                        if constexpr (kHeldPacked) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_row + col);
+                        else load_pack(x_row + col, &values[r][p * kPack]);
+                    }
+                }
 #pragma unroll
                 for (int p = 0; p < kPacksPerLane; ++p) {
                     const int col = (p * kLanes + lane_in_group) * kPack;
                     C* pack = &values[r][p * kPack];
-                    const bool vector_pack = Input::kLoadsStraddlingPacks ? col + kPack <= row_len && col < read_len
-                                                                          : col + kPack <= read_len;
-                    if (row_valid && args.x_vector && vector_pack) {
-                        load_pack(x_row + col, pack);
+                    if (kLoadsFirst ? whole[p] : loads_whole(col)) {
+                        if constexpr (kHeldPacked) widen_pack(raw[p], pack);
+                        if constexpr (!kLoadsFirst) load_pack(x_row + col, pack);
                         transform_pack<kPack>(row_input, pack, col);
                         if (col + kPack > read_len) {
 #pragma unroll
@@ -323,15 +351,18 @@ __global__ void __launch_bounds__(kWarpKernelThreads, kMinCtasPerSm)
 
 // The options instances' minimum of CTAs per SM: the plain shape's, but 12 (40 registers) where the plain
 // one states 16 (32) for 16 values: the options bodies spilled there (docs/cuda-kernels.md, "Option sets");
-// and 10 (48 registers, plain's count) for f32 x at 16 values, which plain leaves unbounded: the folded scale's
+// 10 (48 registers, plain's count) for f32 x at 16 values, which plain leaves unbounded: the folded scale's
 // second body took them to 56-63 unbounded, and fits 48 without spilling (docs/performance.md, "options: scale
-// folded into the exp").
+// folded into the exp"); and 7 (72 registers, plain's count) for f32 -> f32 at 32 values, where plain's 6 let
+// them take 80, two CTAs of 64 threads fewer per SM, and every set fits 72 without spilling (docs/performance.md,
+// "options: scale on warp 1024 and f32 block-regs").
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread>
 constexpr int kWarpOptionsMinCtasPerSm = kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 16 && kCols * kRowsPerThread == 16
                                              ? 12
                                          : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 0 && sizeof(X) == 4 &&
                                                  kCols * kRowsPerThread == 16
                                              ? 10
+                                         : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread> == 6 ? 7
                                              : kWarpMinCtasPerSm<X, Y, kLanes, kCols, kRowsPerThread>;
 
 // The options instance of a shape for set `set` (pairs of kRowsOptionsPair only).
