@@ -8,11 +8,13 @@
 // each run.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_helpers.hpp"
@@ -467,6 +469,103 @@ TEST_CASE("CUDA cross_entropy writes dlogits over the logits in place on every p
     CHECK(family_of(call.plan) == "general");
     CHECK(compare_to_scaled_reference(loss, ref.loss) == "");
     CHECK(compare_to_scaled_reference(logits, ref.dlogits) == "");
+}
+
+namespace {
+
+// The number after "<key>=" in a plan text, or -1 where the plan has no such key.
+std::int64_t plan_number(const std::string& plan, const std::string& key) {
+    const std::size_t at = plan.find(key + "=");
+    return at == std::string::npos ? -1 : std::stoll(plan.substr(at + key.size() + 1));
+}
+
+// Target columns around every place a ce-regs thread's packs change: the row's first and last columns (the
+// head and tail elements) and, in a cluster, both sides of every slice boundary; runs of consecutive columns,
+// so the target falls in every position of a pack whatever the row's phase.
+std::vector<std::int64_t> ce_regs_edge_targets(std::int64_t n, std::int64_t slice) {
+    constexpr std::int64_t kReach = 17;  // more than two packs of 16-bit logits on each side
+    std::vector<std::int64_t> targets;
+    const auto add_run = [&](std::int64_t first, std::int64_t last) {
+        for (std::int64_t c = std::max<std::int64_t>(first, 0); c <= std::min(last, n - 1); ++c) targets.push_back(c);
+    };
+    add_run(0, kReach);
+    for (std::int64_t boundary = slice; boundary < n; boundary += slice) add_run(boundary - kReach, boundary + kReach - 1);
+    add_run(n - kReach, n - 1);
+    return targets;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA cross_entropy (ce-regs) subtracts the target's term at pack, slice and row edges, dlogits aligned "
+          "or not, in place", "[cuda][logprobs]") {
+    enum class Dlogits { Own, Misaligned, InPlace };
+    const std::pair<smxDataType_t, smxDataType_t> pairs[] = {
+        {SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_BF16, SMX_DTYPE_F32}, {SMX_DTYPE_F16, SMX_DTYPE_F16},
+        {SMX_DTYPE_F32, SMX_DTYPE_F32},   {SMX_DTYPE_F64, SMX_DTYPE_F64},
+    };
+    for (const auto& [dtype, dlogits_dtype] : pairs) {
+        for (std::int64_t n : {std::int64_t{701}, std::int64_t{40001}}) {  // odd: consecutive rows change phase
+            // The plan (of the shape alone, not the data) gives the slice that places the boundaries; the rows
+            // must hold every target column twice (set_special_rows makes every odd row special), and their
+            // count may change the plan, so the two are settled together.
+            const auto plan_slice = [&](std::int64_t rows) {
+                HostTensor logits = make_tensor(dtype, {rows, n});
+                fill_random(logits, test_rng());
+                HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {rows, n}, 1);
+                fill_targets(target, n, -100);
+                HostTensor loss = make_per_row_tensor(statistics_dtype(dtype), {rows, n}, 1);
+                // With dlogits: a forward-only call plans the stats kernel, whose plan text may have no slice.
+                HostTensor dlogits = make_tensor(dlogits_dtype, {rows, n});
+                const CudaCall probe = cuda_cross_entropy(loss, nullptr, &dlogits, logits, target, 1,
+                                                          cross_entropy_options(SMX_REDUCTION_NONE, -100, 0.0));
+                INFO(probe.error << " | plan: " << probe.plan);
+                REQUIRE(probe.status == SMX_STATUS_SUCCESS);
+                REQUIRE(family_of(probe.plan) == "ce-regs");
+                const std::int64_t slice = plan_number(probe.plan, "slice");
+                REQUIRE(slice > 0);  // the boundary walk below never ends on a slice of 0 or less
+                return slice;
+            };
+            std::int64_t rows = 300;
+            std::int64_t slice = plan_slice(rows);
+            for (int settle = 0; settle < 3 && 2 * static_cast<std::int64_t>(ce_regs_edge_targets(n, slice).size()) > rows; ++settle) {
+                rows = 2 * static_cast<std::int64_t>(ce_regs_edge_targets(n, slice).size());
+                slice = plan_slice(rows);
+            }
+            const std::vector<std::int64_t> columns = ce_regs_edge_targets(n, slice);
+            REQUIRE(2 * static_cast<std::int64_t>(columns.size()) <= rows);
+            for (Dlogits where : {Dlogits::Own, Dlogits::Misaligned, Dlogits::InPlace}) {
+                if (where == Dlogits::InPlace && dlogits_dtype != dtype) continue;
+                for (double eps : {0.0, 0.1}) {
+                    HostTensor logits = make_tensor(dtype, {rows, n});
+                    fill_random(logits, test_rng());
+                    set_special_rows(logits, 1);
+                    HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {rows, n}, 1);
+                    const std::vector<std::int64_t> target_offsets = logical_offsets(target);
+                    // Row pairs (an ordinary row, a special one) take each column in turn.
+                    for (std::int64_t r = 0; r < rows; ++r) {
+                        set_index(target, target_offsets[r], columns[static_cast<std::size_t>(r / 2) % columns.size()]);
+                    }
+                    const std::int64_t ignore_index = eps > 0.0 ? columns[1] : -100;  // a column edge ignored
+                    const smxCrossEntropyOptions_t options = cross_entropy_options(SMX_REDUCTION_MEAN, ignore_index, eps);
+                    const CrossEntropyReference ref = reference_cross_entropy(logits, target, 1, options);
+                    HostTensor loss = make_tensor(statistics_dtype(dtype), {1});
+                    // One element past an aligned base: the packs of dlogits and of logits out of step.
+                    HostTensor dlogits = where == Dlogits::Misaligned ? make_tensor(dlogits_dtype, {rows, n}, {n, 1}, 1)
+                                                                      : make_tensor(dlogits_dtype, {rows, n});
+                    HostTensor* gradient = where == Dlogits::InPlace ? &logits : &dlogits;
+                    const CudaCall call = cuda_cross_entropy(loss, nullptr, gradient, logits, target, 1, options);
+                    INFO(dtype_name(dtype) << "->" << dtype_name(dlogits_dtype) << " " << rows << "x" << n << " eps "
+                                           << eps << " dlogits " << static_cast<int>(where) << " | " << call.error
+                                           << " | plan: " << call.plan);
+                    REQUIRE(call.status == SMX_STATUS_SUCCESS);
+                    CHECK(family_of(call.plan) == "ce-regs");
+                    CHECK(plan_number(call.plan, "slice") == slice);
+                    CHECK(compare_to_scaled_reference(loss, ref.loss) == "");
+                    CHECK(compare_to_scaled_reference(*gradient, ref.dlogits) == "");
+                }
+            }
+        }
+    }
 }
 
 TEST_CASE("CUDA cross_entropy on spatial and general layouts and with any dlogits dtype (the general kernel)",
