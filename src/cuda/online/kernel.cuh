@@ -307,7 +307,7 @@ struct ChunkOptionsInput {
     }
     template <class C>
     __device__ __forceinline__ C to_shift(C held_max) const {
-        return options.to_shift(held_max);
+        return held_max_to_shift(options, held_max);
     }
     template <class C>
     __device__ __forceinline__ C operator()(C value) const {
