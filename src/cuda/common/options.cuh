@@ -162,21 +162,23 @@ struct RowsOptionsRow {
     std::int64_t read_len;
     C scale;
 
-    // The scale applied to a value, or the value as it is where the exps take the scale.
+    // The scale applied to a value, or the value as it is where the exps take the scale. The product is rounded
+    // on its own: fused into the exact exp's subtraction of the shift (z - max), its rounding error, as large as
+    // z's ulp, would become the exponent (exp of +-1e23 at a scale of 1e30).
     __device__ __forceinline__ C scaled(C value) const {
         if constexpr (kFoldScale) return value;
-        else return scale * value;
+        else return rounded_product(scale, value);
     }
     __device__ __forceinline__ C operator()(C value, std::int64_t j) const {
         if constexpr (kSet == RowsOptionSet::Unmasked) {
             return scaled(value);
         } else if constexpr (kSet == RowsOptionSet::Keep) {
-            return mask_row[j] != 0 ? scale * value : neg_inf<C>();
+            return mask_row[j] != 0 ? rounded_product(scale, value) : neg_inf<C>();
         } else if constexpr (kSet == RowsOptionSet::AdditiveOfX) {
             return scale * value + C(to_compute(reinterpret_cast<const X*>(mask_row)[j]));
         } else {
             if (options.mask_kind == 1 && mask_row[j] == 0) return neg_inf<C>();
-            const C scaled = options.scale_kind != 0 ? scale * value : value;
+            const C scaled = options.scale_kind != 0 ? rounded_product(scale, value) : value;
             if (options.mask_kind != 2) return scaled;
             return scaled + load_additive<C>(mask_row, options.mask_dtype, j);
         }
