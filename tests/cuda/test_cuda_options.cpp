@@ -112,7 +112,7 @@ std::string options_plan_for_rows(smxHandle_t handle, smxDataType_t x_dtype, smx
     TensorDesc y_desc(y_dtype, {rows, row_len}, {});
     SoftmaxOptionsObject options(spec != nullptr ? *spec : OptionsSpec{});
     smxSoftmaxDescriptor_t softmax = nullptr;
-    SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle, &softmax, SMX_SOFTMAX, 1, x_desc.desc, y_desc.desc,
+    SMX_REQUIRE_OK(smxCreateSoftmaxDescriptorWithOptions(handle, &softmax, SMX_SOFTMAX, 1, y_desc.desc, x_desc.desc,
                                                          spec != nullptr ? options.options : nullptr));
     const char* text = nullptr;
     SMX_REQUIRE_OK(smxGetSoftmaxPlan(softmax, &text));
