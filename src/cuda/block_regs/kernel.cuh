@@ -137,6 +137,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         // were written, in the else branches: merged with the options', the compiler scheduled the plain
         // instances differently.)
         const auto row_options = bind_fast_row<C>(input, row, args.row_len);
+        // What the thread holds: z, or for a folded input x times the row's pre_factor, the row's own scale folded
+        // into the exps whatever its value (RowScaleFold, options.hpp).
+        const auto values = row_held_values<C, Input>(row_options);
         int read_count = count;
         if constexpr (Input::kPerRow) {
             const std::int64_t slice_read = row_options.read_len - slice_begin;
@@ -221,6 +224,12 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                     }
                 }
             }
+            if constexpr (kPackedHold && kHeldBeforeScale<Input>) {
+                if (values.pre_factor_applies()) {
+#pragma unroll
+                    for (int p = 0; p < kPacks; ++p) values.apply_pre_factor(raw[p]);
+                }
+            }
             if constexpr (kPackedHold) {
                 // The packed hold widens at each use, with the scale only: elements past the causal window hold
                 // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
@@ -245,8 +254,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         C edge;
         if constexpr (Input::kPerRow) {
-            edge = has_edge && edge_index < read_count ? row_options(to_compute(x_slice[edge_index]), slice_begin + edge_index)
-                                                       : neg_inf<C>();
+            edge = has_edge && edge_index < read_count
+                       ? values.held(row_options(to_compute(x_slice[edge_index]), slice_begin + edge_index))
+                       : neg_inf<C>();
         } else {
             edge = has_edge ? input(to_compute(x_slice[edge_index])) : neg_inf<C>();
         }
@@ -263,6 +273,12 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 widen_pack(raw[p], &held[p * kPack]);
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scaled(held[p * kPack + k]), k);
+                if constexpr (kHeldBeforeScale<Input>) {
+                    if (values.pre_factor_applies()) {
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) held[p * kPack + k] = values.held(held[p * kPack + k]);
+                    }
+                }
                 // (f32 x tests every value but in the folded instance: the branch cost the options kernels'
                 // 32-value bodies stack. Grid-regs steps test only where the window ends inside the slice, a
                 // branch uniform over the CTA.)
@@ -329,13 +345,13 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 #pragma unroll
             for (int k = 0; k < kPack; ++k) thread_max = max_skip_nan(thread_max, value(p * kPack + k));
         }
-        thread_max = held_max_to_shift(input, thread_max);  // in z's units (folded inputs hold x)
+        thread_max = values.to_shift(thread_max);  // in z's units (folded inputs hold x times the pre_factor)
         const bool thread_all_neg_inf = thread_max == neg_inf<C>();
         const C shift = thread_all_neg_inf ? C(0) : thread_max;
         C edge_exp = 0;
         C thread_sum = 0;
         C unbias = 1;  // the fast exp's factor (see with_shifted_exp), removed from this thread's sum
-        with_value_shifted_exp(input, shift, [&](const auto& exp) {
+        values.with_exp(shift, [&](const auto& exp) {
             edge_exp = exp(edge);
             thread_sum = edge_exp;
 #pragma unroll
@@ -461,15 +477,18 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // Each element's exp computed again; for 16-bit y with 1 / sum folded into it.
                 // (Not for grid-regs steps: they write exactly what grid-regs writes, exp(v) x factor.)
                 const auto folded = Output::folded_exp(row_stats.max, row_stats.sum);
-                if (kPackedHold && sizeof(Y) == 2 && folded.applies()) {
+                // A folded row's multiplier must be finite (FoldedRowValues).
+                bool multiplier_finite = true;
+                if constexpr (kHeldBeforeScale<Input>) multiplier_finite = values.multiplier_finite();
+                if (kPackedHold && sizeof(Y) == 2 && folded.applies() && multiplier_finite) {
                     if constexpr (kHeldBeforeScale<Input>) {
-                        const C multiplier = input.template launch_scale<C>() * kLog2e;
+                        const C multiplier = values.fold.factor * kLog2e;
                         write([&](int i) -> C { return folded.of_scaled(value(i), multiplier); });
                     } else {
                         write([&](int i) -> C { return folded(value(i)); });
                     }
                 } else {
-                    with_value_shifted_exp(input, shift, [&](const auto& exp) {
+                    values.with_exp(shift, [&](const auto& exp) {
                         write([&](int i) -> C {
                             return Output::element_from_value(value(i), row_stats.max, factor, exp);
                         });

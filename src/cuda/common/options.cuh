@@ -437,6 +437,42 @@ struct InputValues {
     }
 };
 
+// What a folded body's values are for one row whose own scale folds (block-regs: RowScaleFold, options.hpp): the
+// row's x times its pre_factor, maxima turned into z's units by its factor, the factor in the exps' multiplier
+// (the exact form past kFoldedScaleMax, where factor * log2(e) may not be finite).
+template <class C>
+struct FoldedRowValues {
+    RowScaleFold<C> fold;
+    __device__ __forceinline__ C to_shift(C values_max) const { return fold.factor * values_max; }
+    __device__ __forceinline__ bool multiplier_finite() const { return fold.factor <= C(kFoldedScaleMax); }
+    // Whether x must be multiplied by the pre_factor (rows whose scale is not positive: rare, so one uniform
+    // branch rather than a multiply per element on every row).
+    __device__ __forceinline__ bool pre_factor_applies() const { return !(fold.pre_factor == C(1)); }
+    __device__ __forceinline__ C held(C x) const { return fold.pre_factor * x; }
+    // The pre_factor applied to a pack of x in x's dtype: exact (x, -x, 0 or NaN), so a packed hold keeps it.
+    template <class X, int kPack>
+    __device__ __forceinline__ void apply_pre_factor(Packed<X, kPack>& pack) const {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) pack.value[k] = StoreAs<X>::from(held(C(to_compute(pack.value[k]))));
+    }
+    template <class Body>
+    __device__ __forceinline__ void with_exp(C shift, Body&& body) const {
+        with_scaled_exp_form<C>(fast_exp_applies(shift) && multiplier_finite(), fold.factor,
+                                [&](auto form) { body(form.make(shift)); });
+    }
+};
+
+// The values a block-regs row holds for `input`: z (ZValues), or for a folded input x times the row's pre_factor,
+// its own scale folded into the exps (FoldedRowValues).
+template <class C, class Input, class Row>
+__device__ __forceinline__ auto row_held_values(const Row& row) {
+    if constexpr (kHeldBeforeScale<Input>) {
+        return FoldedRowValues<C>{row_scale_fold(row.scale)};
+    } else {
+        return ZValues{};
+    }
+}
+
 // Calls body(TypeTag<folded input>) where the launch folds the scale into softmax's exps (kSet unmasked, a
 // softmax output, options.fold_scale), else body(TypeTag<Input>): one uniform branch per launch.
 template <class Input, class Output, class Params, class Body>
