@@ -170,13 +170,16 @@ bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, cons
 // scale that keeps -inf: none or a scalar positive in float, the compute type (a per-row scale of 0 or below,
 // or a scalar that rounds to 0 in float such as 1e-50, would turn it into NaN or +inf). Huge scales gave NaN
 // rows on the H200 (a per-row scale of 1e30, run E3) where the 32-value instance, which rounds z = scale * x
-// before the exponent, matches the reference: so per-row scales, whose values the plan cannot see, and scalars
-// past kPackedOptionsMaxScale take the 32-value instance.
+// before the exponent, matches the reference: so scalars past kPackedOptionsMaxScale take the 32-value instance,
+// and per-row scales, whose values the plan cannot see, take the packed hold only where softmax folds them
+// (regs_scale_folds): the folded body multiplies no held value by the scale, sets the window's -inf after each
+// row's exact pre_factor, and takes the exact exp for huge factors (RowScaleFold).
 namespace {
 constexpr double kPackedOptionsMaxScale = 65536.0;
 
-bool block_regs_packed_options_apply(const SoftmaxOptions& options) {
-    if (options.scale_kind == ScaleKind::PerRow) return false;
+bool block_regs_packed_options_apply(const SoftmaxInfo& info) {
+    const SoftmaxOptions& options = info.options;
+    if (options.scale_kind == ScaleKind::PerRow) return !info.is_log() && !options.needs_mask_data();
     if (options.scale_kind == ScaleKind::Scalar && !(std::fabs(options.scale) <= kPackedOptionsMaxScale)) return false;
     if (!options.causal) return true;
     return options.scale_kind == ScaleKind::None ||
@@ -195,10 +198,10 @@ RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& co
 
 const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values) {
     if (info.options.any()) {
-        const bool packed_allowed = context.preferences.packed_options && block_regs_packed_options_apply(info.options);
+        const bool packed_allowed = context.preferences.packed_options && block_regs_packed_options_apply(info);
         if (values == kPackedValues && !packed_allowed) return nullptr;
         const RowsOptionSet set = regs_option_set_for(info, context);
-        if (set == RowsOptionSet::Unmasked && !info.is_log() && rows_scale_folds(info.options)) {
+        if (set == RowsOptionSet::Unmasked && !info.is_log() && regs_scale_folds(info.options)) {
             const void* folded = block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, values);
             if (folded != nullptr) return folded;
         }
@@ -214,6 +217,8 @@ const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int 
 BlockRegsParams block_regs_params(const SoftmaxInfo& info, std::int64_t slice_len) {
     BlockRegsParams params = rows_params<BlockRegsParams>(info);
     params.slice_len = slice_len;
+    // The family's folded bodies take per-row scales too (their softmax only reads it).
+    params.options.fold_scale = regs_scale_folds(info.options) ? 1 : 0;
     return params;
 }
 
