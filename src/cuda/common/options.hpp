@@ -87,7 +87,8 @@ struct RowsOptionsParams {
     FastDivisor causal_divisor;
     int causal_fast_query = 0;
     // The unmasked set's softmax folds the scale into the exp's multiplier (rows_scale_folds): no scale or a
-    // scalar one, positive and moderate. Others multiply each x by the scale as it is loaded.
+    // scalar one, positive and moderate; block-regs plans also per-row scales (regs_scale_folds). Others multiply
+    // each x by the scale as it is loaded.
     int fold_scale = 0;
 
     void bind(const void* scale_pointer, const void* mask_pointer) {
