@@ -295,11 +295,6 @@ struct ZValues {
     __device__ __forceinline__ C to_shift(C values_max) const {
         return values_max;
     }
-    // The value held for a z: z itself.
-    template <class C>
-    __device__ __forceinline__ C held(C z) const {
-        return z;
-    }
     template <class C, class Body>
     __device__ __forceinline__ void with_exp(C shift, Body&& body) const {
         with_shifted_exp(shift, body);

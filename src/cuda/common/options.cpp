@@ -70,10 +70,6 @@ bool rows_scale_folds(const SoftmaxOptions& options) {
     return options.scale_kind == ScaleKind::Scalar && scalar_scale_folds(options.scale);
 }
 
-bool regs_scale_folds(const SoftmaxOptions& options) {
-    return options.scale_kind == ScaleKind::PerRow || rows_scale_folds(options);
-}
-
 RowsOptionsParams rows_options_params(const RowGeometry& geometry, const SoftmaxOptions& options) {
     // The general family's reading of the options, with each operand's index strides reduced to its row stride.
     const OptionsParams general = options_params(geometry, options);
