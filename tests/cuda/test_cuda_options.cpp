@@ -490,12 +490,17 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
             for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
                 const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
                 INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
-                // f32 block-regs rows of 32 values take the folded instance for a scalar scale, a per-row scale
-                // (each row folds its own: regs_scale_folds) and causal alone (no scale: 1 folded), at plain's
-                // configuration; 16-bit rows fold in their options instance, the packed 64 included.
-                const bool folded = dtype == SMX_DTYPE_F32 && kernel_kind(plain) == "block-regs" &&
-                                    plain.find(" values=32 ") != std::string::npos;
-                CHECK(plan.rfind(plain + (folded ? " folded" : "") + " options=", 0) == 0);
+                // At plain's configuration: f32 block-regs rows of 32 values take the folded instance for a scalar
+                // scale and causal alone (no scale: 1 folded), 16-bit rows fold those in their options instance; a
+                // per-row scale takes the per-row folded instance on f32 rows of 32 values and 16-bit rows of the
+                // packed 64, and the multiplying options instance on 16-bit rows of 32 values.
+                const bool block_regs = kernel_kind(plain) == "block-regs";
+                const bool f32_regs_32 = dtype == SMX_DTYPE_F32 && block_regs && plain.find(" values=32 ") != std::string::npos;
+                const bool packed = dtype == SMX_DTYPE_BF16 && block_regs && plain.find(" values=64 ") != std::string::npos;
+                const char* note = "";
+                if (spec == &row_scale && (f32_regs_32 || packed)) note = " row-folded";
+                if (spec != &row_scale && f32_regs_32) note = " folded";
+                CHECK(plan.rfind(plain + note + " options=", 0) == 0);
                 CHECK(plan.find(" set=unmasked") != std::string::npos);
             }
             // The override keeps 16-bit rows off the packed options instance.
@@ -571,10 +576,10 @@ TEST_CASE("cuda options: decode rows plain splits at the packed 64 values keep a
         std::int64_t rows, row_len;
     };
     // The decode grid's shapes (bench/, --group decode) a cluster or the grid's CTAs hold on chip, in its pairs.
-    // Scale and causal take a fast family (plain's values, threads and split are the speed target, not a rule the
-    // plan keeps). Masks take a fast family too: where plain's grid-regs split holds the packed 64 (64 x 128256 and
-    // 32 x 256000 bf16 -> f32), the masked sets' 32 widened values need twice the CTAs, so they take one cluster
-    // a row.
+    // Scale, causal and per-row scales (with causal too: softmax folds each row's own scale on the packed hold)
+    // take a fast family (plain's values, threads and split are the speed target, not a rule the plan keeps).
+    // Masks take a fast family too: where plain's grid-regs split holds the packed 64 (64 x 128256 and 32 x 256000
+    // bf16 -> f32), the masked sets' 32 widened values need twice the CTAs, so they take one cluster a row.
     const Case cases[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 32000},    {SMX_DTYPE_BF16, SMX_DTYPE_F32, 1, 128256},
                           {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 8, 128256}, {SMX_DTYPE_F32, SMX_DTYPE_F32, 64, 128256},
                           {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 64, 128256}, {SMX_DTYPE_BF16, SMX_DTYPE_F32, 64, 128256},
@@ -596,7 +601,7 @@ TEST_CASE("cuda options: decode rows plain splits at the packed 64 values keep a
         additive_mask.mask = &additive;
         causal_row_scale.causal = c.row_len - c.rows;
         causal_row_scale.scale_tensor = &per_row;
-        for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
+        for (const OptionsSpec* spec : {&scale, &causal, &row_scale, &causal_row_scale}) {
             // A fast family; plain's own configuration is the speed target, not a rule (the H200 plans 1 x 128256
             // bf16 -> f32 at 8 values where plain takes 16).
             const std::string plan = options_plan_for_rows(handle.get(), c.x, c.y, c.rows, c.row_len, spec);
@@ -604,8 +609,10 @@ TEST_CASE("cuda options: decode rows plain splits at the packed 64 values keep a
             const std::string kind = kernel_kind(plan);
             CHECK((kind == "grid-regs" || kind == "block-regs"));
             CHECK(plan.find(" set=unmasked") != std::string::npos);
+            // Per-row scales, causal or not, keep plain's split at the packed 64 (the per-row folded instance).
+            if (split_at_packed && spec->scale_tensor != nullptr) CHECK(plan.rfind(plain + " row-folded options=", 0) == 0);
         }
-        for (const OptionsSpec* spec : {&keep_mask, &additive_mask, &causal_row_scale}) {
+        for (const OptionsSpec* spec : {&keep_mask, &additive_mask}) {
             const std::string plan = options_plan_for_rows(handle.get(), c.x, c.y, c.rows, c.row_len, spec);
             INFO(describe_spec(*spec) << " | options: " << plan);
             const std::string kind = kernel_kind(plan);
@@ -652,6 +659,7 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
             CHECK(mismatch == "");
             CHECK(kernel_kind(plan) == "block-regs");
             CHECK((plan.find("values=64") != std::string::npos) == !log_mode);
+            CHECK((plan.find(" row-folded ") != std::string::npos) == !log_mode);
         }
     }
 }
@@ -722,9 +730,9 @@ TEST_CASE("cuda options: the folded f32 instance on grid-regs, and the scales it
           "[cuda][options]") {
     CudaHandle handle;
     // Rows past 524288 f32 elements split into 16384-element slices of 512 threads x 32 values on grid-regs, so a
-    // folded scale (and causal alone, 1 folded) and a per-row scale (each row folds its own, the special factors
-    // among them) take the folded instance with its partials through the workspace; a negative scalar and
-    // log-softmax keep the options instance's multiply. Six rows, with the
+    // folded scale (and causal alone, 1 folded) takes the folded instance and a per-row scale (each row folds its
+    // own, the special factors among them) the per-row folded one, with their partials through the workspace; a
+    // negative scalar and log-softmax keep the options instance's multiply. Six rows, with the
     // special rows (NaN, +inf, all -inf, huge values for the exact exp), take 6 x 37 CTAs of 512 threads: resident
     // at once on an H200, as a cooperative launch needs.
     ScopedEnvironment grid("SMX_CUDA_LONG_ROWS", "grid");
@@ -754,7 +762,8 @@ TEST_CASE("cuda options: the folded f32 instance on grid-regs, and the scales it
                 CHECK(kernel_kind(plan) == "grid-regs");
                 CHECK(plan.find(" values=32 ") != std::string::npos);
                 const bool folds = !log_mode && !(spec.scale && *spec.scale < 0.0);
-                CHECK((plan.find(" folded ") != std::string::npos) == folds);
+                const char* note = spec.scale_tensor != nullptr ? " row-folded " : " folded ";
+                CHECK((plan.find(note) != std::string::npos) == folds);
             }
         }
     }
