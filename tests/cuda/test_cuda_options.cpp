@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <random>
@@ -636,13 +637,13 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 3, 32768, "block-regs", "", "values=64");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, 65537, "block-regs", "", "values=64");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 3, 32768, "block-regs");
-    // A causal window with per-row scales that do not fold as they are (0, negative, NaN, infinite, huge; 1e-50 is
-    // 0 in float) beside ones that do: softmax folds each row's on the packed hold, its window's -inf set after the
-    // row's pre_factor (RowScaleFold); log-softmax keeps 32 widened values, whose -inf would not survive a
-    // multiply at each use.
+    // A causal window with per-row scales that do not fold as they are (0 of either sign, negative, NaN, infinite,
+    // huge; 1e-50 is 0 in float) beside ones that do: softmax folds each row's on the packed hold (the row-folded
+    // instance), its window's -inf set after the row's pre_factor (RowScaleFold); log-softmax keeps 32 widened
+    // values, whose -inf would not survive a multiply at each use.
     for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
-        const double factors[] = {0.0, -2.0, 0.75, kNaN, kInf, -kInf, 1e30, 1e-50};
-        const std::int64_t rows = 8;
+        const double factors[] = {0.0, -0.0, -2.0, 0.75, kNaN, kInf, -kInf, 1e30, 1e-50};
+        const std::int64_t rows = static_cast<std::int64_t>(std::size(factors));
         HostTensor x = make_tensor(dtype, {rows, 32768});
         fill_random(x, test_rng());
         add_special_rows(x);
