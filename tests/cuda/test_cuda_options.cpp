@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <random>
@@ -144,8 +145,8 @@ std::string expected_option_set(const OptionsSpec& spec, smxDataType_t x_dtype, 
 // a fully excluded row, per-row scales of 0, negative, huge, NaN and infinite, causal windows whose ends fall
 // inside packs, empty rows under both masked-rows modes, masks shared by every row (row stride 0: with n odd,
 // their rows are not aligned as x's, so block-regs reads them element by element, the others as vectors).
-// `kind` is the family every spec must plan (`masked_kind`, where given, the specs with a mask or a per-row
-// scale: neither takes the packed 64-value instance) and `plan_part` ("" for any) a part of its plan text, and
+// `kind` is the family every spec must plan (`masked_kind`, where given, the specs with a mask or with a per-row
+// scale in log-softmax: none of them takes the packed 64-value instance, where softmax folds a per-row scale) and `plan_part` ("" for any) a part of its plan text, and
 // `unmasked_plan_part` one of the plan texts of the other specs; each result is checked against the float64
 // reference.
 void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t rows,
@@ -156,8 +157,9 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
     add_special_rows(x);
     HostTensor scale = make_tensor(SMX_DTYPE_F32, {rows});
     fill_random(scale, test_rng(), 2.0);
-    const double factors[] = {0.0, -2.5, 1e30, kNaN, kInf, 1e-30};
-    for (std::int64_t r = 0; r < rows && r < 6; ++r) scale.set(r, factors[r]);
+    // 1e-50 is 0 in the float tensor.
+    const double factors[] = {0.0, -2.5, 1e30, kNaN, kInf, 1e-30, -kInf, 1e-50};
+    for (std::int64_t r = 0; r < rows && r < 8; ++r) scale.set(r, factors[r]);
     HostTensor keep = random_keep_mask({rows, n}, test_rng(), 0.7);
     for (std::int64_t j = 0; j < n; ++j) keep.set((rows - 1) * n + j, false);  // the last row: nothing kept
     const HostTensor additive = random_additive_mask(x_dtype, {rows, n}, test_rng());
@@ -206,7 +208,7 @@ void check_every_option_on_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
             INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
             CHECK(mismatch == "");
             CHECK(plan.find(" options=") != std::string::npos);
-            const bool not_packed = s.mask != nullptr || s.scale_tensor != nullptr;
+            const bool not_packed = s.mask != nullptr || (s.scale_tensor != nullptr && log_mode);
             const std::string spec_kind = not_packed && masked_kind != nullptr ? masked_kind : kind;
             CHECK(kernel_kind(plan) == spec_kind);
             CHECK(plan.find(plan_part) != std::string::npos);
@@ -489,18 +491,17 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
             for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
                 const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
                 INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
-                if (spec == &row_scale && plain.find(" values=64 ") != std::string::npos) {
-                    // Per-row scales stay off the packed 64-value instance (block_regs_packed_options_apply): the
-                    // same family on the 32-value one.
-                    CHECK(kernel_kind(plan) == kernel_kind(plain));
-                    CHECK(plan.find(" values=32 ") != std::string::npos);
-                } else {
-                    // f32 block-regs rows of 32 values take the folded instance for a scalar scale and for causal
-                    // alone (no scale: 1 folded), at plain's configuration.
-                    const bool folded = dtype == SMX_DTYPE_F32 && kernel_kind(plain) == "block-regs" &&
-                                        plain.find(" values=32 ") != std::string::npos && spec != &row_scale;
-                    CHECK(plan.rfind(plain + (folded ? " folded" : "") + " options=", 0) == 0);
-                }
+                // At plain's configuration: f32 block-regs rows of 32 values take the folded instance for a scalar
+                // scale and causal alone (no scale: 1 folded), 16-bit rows fold those in their options instance; a
+                // per-row scale takes the per-row folded instance on f32 rows of 32 values and 16-bit rows of the
+                // packed 64, and the multiplying options instance on 16-bit rows of 32 values.
+                const bool block_regs = kernel_kind(plain) == "block-regs";
+                const bool f32_regs_32 = dtype == SMX_DTYPE_F32 && block_regs && plain.find(" values=32 ") != std::string::npos;
+                const bool packed = dtype == SMX_DTYPE_BF16 && block_regs && plain.find(" values=64 ") != std::string::npos;
+                const char* note = "";
+                if (spec == &row_scale && (f32_regs_32 || packed)) note = " row-folded";
+                if (spec != &row_scale && f32_regs_32) note = " folded";
+                CHECK(plan.rfind(plain + note + " options=", 0) == 0);
                 CHECK(plan.find(" set=unmasked") != std::string::npos);
             }
             // The override keeps 16-bit rows off the packed options instance.
@@ -576,10 +577,10 @@ TEST_CASE("cuda options: decode rows plain splits at the packed 64 values keep a
         std::int64_t rows, row_len;
     };
     // The decode grid's shapes (bench/, --group decode) a cluster or the grid's CTAs hold on chip, in its pairs.
-    // Scale and causal take a fast family (plain's values, threads and split are the speed target, not a rule the
-    // plan keeps). Masks take a fast family too: where plain's grid-regs split holds the packed 64 (64 x 128256 and
-    // 32 x 256000 bf16 -> f32), the masked sets' 32 widened values need twice the CTAs, so they take one cluster
-    // a row.
+    // Scale, causal and per-row scales (with causal too: softmax folds each row's own scale on the packed hold)
+    // take a fast family (plain's values, threads and split are the speed target, not a rule the plan keeps).
+    // Masks take a fast family too: where plain's grid-regs split holds the packed 64 (64 x 128256 and 32 x 256000
+    // bf16 -> f32), the masked sets' 32 widened values need twice the CTAs, so they take one cluster a row.
     const Case cases[] = {{SMX_DTYPE_F32, SMX_DTYPE_F32, 1, 32000},    {SMX_DTYPE_BF16, SMX_DTYPE_F32, 1, 128256},
                           {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 8, 128256}, {SMX_DTYPE_F32, SMX_DTYPE_F32, 64, 128256},
                           {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 64, 128256}, {SMX_DTYPE_BF16, SMX_DTYPE_F32, 64, 128256},
@@ -601,16 +602,18 @@ TEST_CASE("cuda options: decode rows plain splits at the packed 64 values keep a
         additive_mask.mask = &additive;
         causal_row_scale.causal = c.row_len - c.rows;
         causal_row_scale.scale_tensor = &per_row;
-        for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
+        for (const OptionsSpec* spec : {&scale, &causal, &row_scale, &causal_row_scale}) {
             // A fast family; plain's own configuration is the speed target, not a rule (the H200 plans 1 x 128256
-            // bf16 -> f32 at 8 values where plain takes 16, and per-row scales never take the packed 64).
+            // bf16 -> f32 at 8 values where plain takes 16).
             const std::string plan = options_plan_for_rows(handle.get(), c.x, c.y, c.rows, c.row_len, spec);
             INFO(describe_spec(*spec) << " | options: " << plan);
             const std::string kind = kernel_kind(plan);
             CHECK((kind == "grid-regs" || kind == "block-regs"));
             CHECK(plan.find(" set=unmasked") != std::string::npos);
+            // Per-row scales, causal or not, keep plain's split at the packed 64 (the per-row folded instance).
+            if (split_at_packed && spec->scale_tensor != nullptr) CHECK(plan.rfind(plain + " row-folded options=", 0) == 0);
         }
-        for (const OptionsSpec* spec : {&keep_mask, &additive_mask, &causal_row_scale}) {
+        for (const OptionsSpec* spec : {&keep_mask, &additive_mask}) {
             const std::string plan = options_plan_for_rows(handle.get(), c.x, c.y, c.rows, c.row_len, spec);
             INFO(describe_spec(*spec) << " | options: " << plan);
             const std::string kind = kernel_kind(plan);
@@ -628,33 +631,36 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
           "[cuda][options][sanitize]") {
     CudaHandle handle;
     // Rows whose plain plan holds the packed 64 values of 16-bit x (clusters forced: three rows would take
-    // grid-regs); every unmasked spec without a per-row scale takes the packed instance, the masked ones and the
-    // per-row scales 32 values.
+    // grid-regs); every unmasked spec takes the packed instance but log-softmax's per-row scales, the masked ones
+    // and those 32 values.
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 3, 32768, "block-regs", "", "values=64");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F16, SMX_DTYPE_F16, 3, 65537, "block-regs", "", "values=64");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, 3, 32768, "block-regs");
-    // A causal window with a per-row scale (0 and negative among them) keeps 32 widened values: the packed
-    // hold's -inf past the window would not survive such scales (and no per-row scale takes the packed hold).
+    // A causal window with per-row scales that do not fold as they are (0 of either sign, negative, NaN, infinite,
+    // huge; 1e-50 is 0 in float) beside ones that do: softmax folds each row's on the packed hold (the row-folded
+    // instance), its window's -inf set after the row's pre_factor (RowScaleFold); log-softmax keeps 32 widened
+    // values, whose -inf would not survive a multiply at each use.
     for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
-        HostTensor x = make_tensor(dtype, {3, 32768});
+        const double factors[] = {0.0, -0.0, -2.0, 0.75, kNaN, kInf, -kInf, 1e30, 1e-50};
+        const std::int64_t rows = static_cast<std::int64_t>(std::size(factors));
+        HostTensor x = make_tensor(dtype, {rows, 32768});
         fill_random(x, test_rng());
         add_special_rows(x);
-        HostTensor scale = make_tensor(SMX_DTYPE_F32, {3});
-        scale.set(0, 0.0);
-        scale.set(1, -2.0);
-        scale.set(2, 0.75);
+        HostTensor scale = make_tensor(SMX_DTYPE_F32, {rows});
+        for (std::int64_t r = 0; r < rows; ++r) scale.set(r, factors[r]);
         OptionsSpec spec;
         spec.scale_tensor = &scale;
-        spec.causal = 30000;
+        spec.causal = 30000 - rows;
         for (bool log_mode : {false, true}) {
-            HostTensor y = make_tensor(dtype, {3, 32768});
+            HostTensor y = make_tensor(dtype, {rows, 32768});
             std::string plan;
             const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
             INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
             CHECK(mismatch == "");
             CHECK(kernel_kind(plan) == "block-regs");
-            CHECK(plan.find("values=64") == std::string::npos);
+            CHECK((plan.find("values=64") != std::string::npos) == !log_mode);
+            CHECK((plan.find(" row-folded ") != std::string::npos) == !log_mode);
         }
     }
 }
@@ -725,14 +731,17 @@ TEST_CASE("cuda options: the folded f32 instance on grid-regs, and the scales it
           "[cuda][options]") {
     CudaHandle handle;
     // Rows past 524288 f32 elements split into 16384-element slices of 512 threads x 32 values on grid-regs, so a
-    // folded scale (and causal alone, 1 folded) takes the folded instance with its partials through the workspace;
-    // a negative scale, a per-row scale and log-softmax keep the options instance's multiply. Six rows, with the
+    // folded scale (and causal alone, 1 folded) takes the folded instance and a per-row scale (each row folds its
+    // own, the special factors among them) the per-row folded one, with their partials through the workspace; a
+    // negative scalar and log-softmax keep the options instance's multiply. Six rows, with the
     // special rows (NaN, +inf, all -inf, huge values for the exact exp), take 6 x 37 CTAs of 512 threads: resident
     // at once on an H200, as a cooperative launch needs.
     ScopedEnvironment grid("SMX_CUDA_LONG_ROWS", "grid");
     const std::int64_t rows = 6, n = 600001;
     HostTensor per_row = make_tensor(SMX_DTYPE_F32, {rows});
     fill_random(per_row, test_rng(), 2.0);
+    const double factors[] = {1.7, -2.5, 0.0, kNaN, kInf, -kInf};
+    for (std::int64_t r = 0; r < rows; ++r) per_row.set(r, factors[r]);
     for (smxDataType_t y_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
         HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, n});
         fill_random(x, test_rng());
@@ -753,8 +762,9 @@ TEST_CASE("cuda options: the folded f32 instance on grid-regs, and the scales it
                 CHECK(mismatch == "");
                 CHECK(kernel_kind(plan) == "grid-regs");
                 CHECK(plan.find(" values=32 ") != std::string::npos);
-                const bool folds = !log_mode && spec.scale_tensor == nullptr && !(spec.scale && *spec.scale < 0.0);
-                CHECK((plan.find(" folded ") != std::string::npos) == folds);
+                const bool folds = !log_mode && !(spec.scale && *spec.scale < 0.0);
+                const char* note = spec.scale_tensor != nullptr ? " row-folded " : " folded ";
+                CHECK((plan.find(note) != std::string::npos) == folds);
             }
         }
     }

@@ -171,7 +171,8 @@ bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, cons
 // or a scalar that rounds to 0 in float such as 1e-50, would turn it into NaN or +inf). Huge scales gave NaN
 // rows on the H200 (a per-row scale of 1e30, run E3) where the 32-value instance, which rounds z = scale * x
 // before the exponent, matches the reference: so per-row scales, whose values the plan cannot see, and scalars
-// past kPackedOptionsMaxScale take the 32-value instance.
+// past kPackedOptionsMaxScale take the 32-value instance (softmax's per-row scales fold on the packed hold in an
+// instance of their own: block_regs_kernel_for).
 namespace {
 constexpr double kPackedOptionsMaxScale = 65536.0;
 
@@ -195,6 +196,16 @@ RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& co
 
 const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values) {
     if (info.options.any()) {
+        // Softmax's per-row scales in the unmasked set: each row folds its own (row_scale_fold) where the pair and
+        // count have that instance (f32 x at 32 values, 16-bit x at the packed 64, where the override allows packed
+        // options); 16-bit x at 32 values keeps the multiplying instance, measured faster than the fold there
+        // (performance.md, "options: per-row scale folded (branch rowfold2)").
+        const bool per_row = info.options.scale_kind == ScaleKind::PerRow;
+        if (per_row && !info.is_log() && regs_option_set_for(info, context) == RowsOptionSet::Unmasked &&
+            (values != kPackedValues || context.preferences.packed_options)) {
+            const void* row_folded = block_regs_softmax_row_folded_kernel(info.x_dtype, info.y_dtype, values);
+            if (row_folded != nullptr) return row_folded;
+        }
         const bool packed_allowed = context.preferences.packed_options && block_regs_packed_options_apply(info.options);
         if (values == kPackedValues && !packed_allowed) return nullptr;
         const RowsOptionSet set = regs_option_set_for(info, context);
@@ -208,7 +219,8 @@ const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& co
 }
 
 const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int values) {
-    return kernel == block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, values) ? " folded" : "";
+    if (kernel == block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, values)) return " folded";
+    return kernel == block_regs_softmax_row_folded_kernel(info.x_dtype, info.y_dtype, values) ? " row-folded" : "";
 }
 
 BlockRegsParams block_regs_params(const SoftmaxInfo& info, std::int64_t slice_len) {

@@ -137,6 +137,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         // were written, in the else branches: merged with the options', the compiler scheduled the plain
         // instances differently.)
         const auto row_options = bind_fast_row<C>(input, row, args.row_len);
+        // What the thread holds: z, x before the launch's scale, or x times the row's pre_factor where each row
+        // folds its own scale (FoldedRowValues).
+        const auto values = row_held_values<C>(input, row_options);
         int read_count = count;
         if constexpr (Input::kPerRow) {
             const std::int64_t slice_read = row_options.read_len - slice_begin;
@@ -221,10 +224,19 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                     }
                 }
             }
+            // A row's own fold: x times the row's pre_factor, in x's dtype (exact), before the window's -inf is set;
+            // one uniform branch for all packs (a branch a pack was if-converted: a predicated multiply a value).
+            if constexpr (kRowScaleFolded<Input>) {
+                if (values.pre_factor_applies()) {
+#pragma unroll
+                    for (int p = 0; p < kPacks; ++p) values.apply_pre_factor(raw[p]);
+                }
+            }
             if constexpr (kPackedHold) {
                 // The packed hold widens at each use, with the scale only: elements past the causal window hold
                 // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
-                // block_regs_packed_options_apply, cluster_plan.cpp).
+                // block_regs_packed_options_apply, cluster_plan.cpp; a row's own fold set its pre_factor above, and
+                // its factor is positive).
                 // One test a pack: only a pack that reaches past the window tests its elements.
                 const X excluded = StoreAs<X>::from(neg_inf<C>());
 #pragma unroll
@@ -245,8 +257,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         C edge;
         if constexpr (Input::kPerRow) {
-            edge = has_edge && edge_index < read_count ? row_options(to_compute(x_slice[edge_index]), slice_begin + edge_index)
-                                                       : neg_inf<C>();
+            edge = has_edge && edge_index < read_count
+                       ? values.held(row_options(to_compute(x_slice[edge_index]), slice_begin + edge_index))
+                       : neg_inf<C>();
         } else {
             edge = has_edge ? input(to_compute(x_slice[edge_index])) : neg_inf<C>();
         }
@@ -329,13 +342,13 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 #pragma unroll
             for (int k = 0; k < kPack; ++k) thread_max = max_skip_nan(thread_max, value(p * kPack + k));
         }
-        thread_max = held_max_to_shift(input, thread_max);  // in z's units (folded inputs hold x)
+        thread_max = values.to_shift(thread_max);  // in z's units (folded inputs hold x, or x times the pre_factor)
         const bool thread_all_neg_inf = thread_max == neg_inf<C>();
         const C shift = thread_all_neg_inf ? C(0) : thread_max;
         C edge_exp = 0;
         C thread_sum = 0;
         C unbias = 1;  // the fast exp's factor (see with_shifted_exp), removed from this thread's sum
-        with_value_shifted_exp(input, shift, [&](const auto& exp) {
+        values.with_exp(shift, [&](const auto& exp) {
             edge_exp = exp(edge);
             thread_sum = edge_exp;
 #pragma unroll
@@ -461,15 +474,21 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // Each element's exp computed again; for 16-bit y with 1 / sum folded into it.
                 // (Not for grid-regs steps: they write exactly what grid-regs writes, exp(v) x factor.)
                 const auto folded = Output::folded_exp(row_stats.max, row_stats.sum);
-                if (kPackedHold && sizeof(Y) == 2 && folded.applies()) {
+                // A row's own factor folds here only where its multiplier is finite (FoldedRowValues).
+                bool multiplier_finite = true;
+                if constexpr (kRowScaleFolded<Input>) multiplier_finite = values.multiplier_finite();
+                if (kPackedHold && sizeof(Y) == 2 && folded.applies() && multiplier_finite) {
                     if constexpr (kHeldBeforeScale<Input>) {
-                        const C multiplier = input.template launch_scale<C>() * kLog2e;
+                        C folded_scale;  // the row's own factor, or the launch's scale
+                        if constexpr (kRowScaleFolded<Input>) folded_scale = values.fold().factor;
+                        else folded_scale = input.template launch_scale<C>();
+                        const C multiplier = folded_scale * kLog2e;
                         write([&](int i) -> C { return folded.of_scaled(value(i), multiplier); });
                     } else {
                         write([&](int i) -> C { return folded(value(i)); });
                     }
                 } else {
-                    with_value_shifted_exp(input, shift, [&](const auto& exp) {
+                    values.with_exp(shift, [&](const auto& exp) {
                         write([&](int i) -> C {
                             return Output::element_from_value(value(i), row_stats.max, factor, exp);
                         });
@@ -579,6 +598,23 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_options_packed(cons
     block_regs_modes<X, Y, 64, false, RowsOptionsInput<RowsOptionSet::Unmasked, X>>(args);
 }
 
+// Softmax of the unmasked set with each row's own scale folded into its exps (per-row scales), in kernels of their
+// own so that the launch's fold compiles as it does without them (a third body in the 16-bit options kernels
+// changed their other bodies' code): f32 x at 32 values with the folded instance's bounds, 16-bit x at the packed
+// 64 with the packed kernel's.
+template <class X>
+using RowFoldedInput = RowsOptionsInput<RowsOptionSet::Unmasked, X, true, true>;
+
+template <class X, class Y>
+__global__ void __launch_bounds__(1024) block_regs_softmax_row_folded(const ParamBlock<BlockRegsParams> args) {
+    block_regs_rows<X, Y, 32, false, RowFoldedInput<X>, SoftmaxOutput>(args);
+}
+
+template <class X, class Y>
+__global__ void __launch_bounds__(512, 2) block_regs_softmax_row_folded_packed(const ParamBlock<BlockRegsParams> args) {
+    block_regs_rows<X, Y, 64, false, RowFoldedInput<X>, SoftmaxOutput>(args);
+}
+
 // Whether the options instance of set kSet has a 32-value form: f16 -> f32's options forms spill there
 // (docs/cuda-kernels.md, "Options instances"), and so do the keep and additive sets' on f32 x, whose 32 values
 // and loaded mask outgrow 64 registers (docs/cuda-kernels.md, "Masks loaded with x").
@@ -645,6 +681,19 @@ template <class X, class Y>
 const void* block_regs_folded_instance(int values_per_thread) {
     if constexpr (std::is_same_v<X, float> && kRowsOptionsPair<X, Y>) {
         if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_options_folded<X, Y>);
+    }
+    return nullptr;
+}
+
+// The per-row folded instance of `values_per_thread` (f32 x at 32 values, 16-bit x at 64), or nullptr. 16-bit x at
+// 32 values has none: it keeps the multiplying options instance (performance.md, "options: per-row scale folded
+// (branch rowfold2)").
+template <class X, class Y>
+const void* block_regs_row_folded_instance(int values_per_thread) {
+    if constexpr (kRowsOptionsPair<X, Y> && std::is_same_v<X, float>) {
+        if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_row_folded<X, Y>);
+    } else if constexpr (kRowsOptionsPair<X, Y> && sizeof(X) == 2) {
+        if (values_per_thread == 64) return reinterpret_cast<const void*>(&block_regs_softmax_row_folded_packed<X, Y>);
     }
     return nullptr;
 }

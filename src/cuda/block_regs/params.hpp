@@ -57,6 +57,9 @@ const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType
 // nullptr for other pairs and value counts, which fold inside their options instance or not at all). For
 // softmax only, with options whose scale folds (rows_scale_folds).
 const void* block_regs_softmax_folded_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+// The unmasked set's softmax with each row's own scale folded into its exps, for per-row scales (f32 x at 32
+// values, 16-bit x at 64; nullptr for other pairs and value counts, which multiply in their options instance).
+const void* block_regs_softmax_row_folded_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
 
 // The kernel as grid-regs with row steps (params.row_steps), instantiated at kGridRegsStepsValues values per
 // thread for f32 x only (nullptr for other x). A step's CTAs fold at most kGridRegsStepsMaxChunks partials.

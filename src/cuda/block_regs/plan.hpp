@@ -47,11 +47,13 @@ RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& co
 
 // The block-regs kernel of `values` per thread for the problem: the options instance of its option set where
 // it has options (nullptr where that pair or count has none), or for the unmasked set's softmax whose scale
-// folds (rows_scale_folds) the folded instance where the pair and count have one.
+// folds (rows_scale_folds) the folded instance where the pair and count have one, and for its per-row scales the
+// per-row folded instance where they have one (block_regs_softmax_row_folded_kernel).
 const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values);
 
 // What a block-regs or grid-regs plan text adds after its configuration for `kernel` of `values` per thread:
-// " folded" for the folded instance (block_regs_softmax_folded_kernel), else "".
+// " folded" for the folded instance (block_regs_softmax_folded_kernel), " row-folded" for the per-row folded one
+// (block_regs_softmax_row_folded_kernel), else "".
 const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int values);
 
 // The configuration for a row: the default search, then the searches for f32 x and for packed 16-bit x

@@ -319,16 +319,20 @@ __device__ __forceinline__ void transform_pack(const RowsOptionsRow<C, kSet, X, 
 // kFoldScale (the unmasked set's softmax where options.fold_scale): the body holds x, takes the max of x and
 // turns it into z's (held_max_to_shift: s max(x) = max(s x) for s > 0), and exponentiates with the scale in the exp's
 // multiplier (with_value_exp_form), so no element pays a multiply (performance.md, "options: scale folded").
-template <RowsOptionSet kSet, class X, bool kFoldScale = false>
+// kFoldRowScale (with kFoldScale; block-regs' per-row fold): each row folds its own scale instead of the launch's
+// (FoldedRowValues), in instances of their own, so the launch's fold compiles as it did without it.
+template <RowsOptionSet kSet, class X, bool kFoldScale = false, bool kFoldRowScale = false>
 struct RowsOptionsInput {
     static constexpr bool kRaw = false;
     static constexpr bool kPerRow = true;
     static constexpr bool kFoldsScale = kFoldScale;
+    static constexpr bool kFoldsRowScale = kFoldRowScale;
     // The warp family loads a pack that straddles the causal window whole: not the any set, whose transform reads
     // its mask element by element (past the window too) and whose registers it would cost.
     static constexpr bool kLoadsStraddlingPacks = kSet != RowsOptionSet::Any;
     using XType = X;
     static_assert(!kFoldScale || kSet == RowsOptionSet::Unmasked, "the masked sets multiply at the load");
+    static_assert(!kFoldRowScale || kFoldScale, "a row's own fold is a fold");
     const RowsOptionsParams& options;
 
     template <class Params>
@@ -336,7 +340,7 @@ struct RowsOptionsInput {
         return {args.options};
     }
 
-    // The launch's scale (1 without one): folded inputs have no per-row scale.
+    // The launch's scale (1 without one): inputs that fold it have no per-row scale.
     template <class C>
     __device__ __forceinline__ C launch_scale() const {
         return options.scale_kind == 1 ? C(options.scalar_scale) : C(1);
@@ -389,14 +393,20 @@ struct RowsOptionsInput {
 // Whether an input is the unmasked set's RowsOptionsInput (block-regs' packed hold takes no other options).
 template <class Input>
 constexpr bool kUnmaskedOptions = false;
-template <class X, bool kFoldScale>
-constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X, kFoldScale>> = true;
+template <class X, bool kFoldScale, bool kFoldRowScale>
+constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X, kFoldScale, kFoldRowScale>> = true;
 
 // Whether a body's held values are x before the scale (RowsOptionsInput's kFoldScale).
 template <class Input, class = void>
 constexpr bool kHeldBeforeScale = false;
 template <class Input>
 constexpr bool kHeldBeforeScale<Input, std::void_t<decltype(Input::kFoldsScale)>> = Input::kFoldsScale;
+
+// Whether a body folds each row's own scale (RowsOptionsInput's kFoldRowScale).
+template <class Input, class = void>
+constexpr bool kRowScaleFolded = false;
+template <class Input>
+constexpr bool kRowScaleFolded<Input, std::void_t<decltype(Input::kFoldsRowScale)>> = Input::kFoldsRowScale;
 
 // with_exp_form for the values a body holds for `input`: z itself, or x before the launch's scale.
 template <class C, class Input, class Body>
@@ -435,7 +445,50 @@ struct InputValues {
     __device__ __forceinline__ void with_exp(C shift, Body&& body) const {
         with_value_shifted_exp(input, shift, body);
     }
+    // The value held for an element that `input` read as `value`: that value.
+    template <class C>
+    __device__ __forceinline__ C held(C value) const {
+        return value;
+    }
 };
+
+// What a body's values are for one row that folds its own scale (kRowScaleFolded; RowScaleFold, options.hpp): the
+// row's x times its pre_factor, maxima turned into z's units by its factor, the factor in the exps' multiplier
+// (the exact form past kFoldedScaleMax, where factor * log2(e) may not be finite). It keeps the row's scale and
+// splits it where it is used, so no instruction waits on the scale's load before x's loads are issued.
+template <class C>
+struct FoldedRowValues {
+    C scale;
+    __device__ __forceinline__ RowScaleFold<C> fold() const { return row_scale_fold(scale); }
+    __device__ __forceinline__ C to_shift(C values_max) const { return fold().factor * values_max; }
+    __device__ __forceinline__ bool multiplier_finite() const { return fold().factor <= C(kFoldedScaleMax); }
+    // Whether x must be multiplied by the pre_factor (rows whose scale is not positive: rare, so one uniform
+    // branch rather than a multiply per element on every row).
+    __device__ __forceinline__ bool pre_factor_applies() const { return !(scale > C(0)); }
+    __device__ __forceinline__ C held(C x) const { return fold().pre_factor * x; }
+    // The pre_factor applied to a pack of x in x's dtype: exact (x, -x, 0 or NaN), so a packed hold keeps it.
+    template <class X, int kPack>
+    __device__ __forceinline__ void apply_pre_factor(Packed<X, kPack>& pack) const {
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) pack.value[k] = StoreAs<X>::from(held(C(to_compute(pack.value[k]))));
+    }
+    template <class Body>
+    __device__ __forceinline__ void with_exp(C shift, Body&& body) const {
+        with_scaled_exp_form<C>(fast_exp_applies(shift) && multiplier_finite(), fold().factor,
+                                [&](auto form) { body(form.make(shift)); });
+    }
+};
+
+// The values a block-regs row holds for `input`: each row's x times its pre_factor where the body folds each
+// row's scale (FoldedRowValues), else as `input` has them (InputValues: z, or x before the launch's scale).
+template <class C, class Input, class Row>
+__device__ __forceinline__ auto row_held_values(const Input& input, const Row& row) {
+    if constexpr (kRowScaleFolded<Input>) {
+        return FoldedRowValues<C>{row.scale};
+    } else {
+        return InputValues<Input>{input};
+    }
+}
 
 // Calls body(TypeTag<folded input>) where the launch folds the scale into softmax's exps (kSet unmasked, a
 // softmax output, options.fold_scale), else body(TypeTag<Input>): one uniform branch per launch.

@@ -87,7 +87,8 @@ struct RowsOptionsParams {
     FastDivisor causal_divisor;
     int causal_fast_query = 0;
     // The unmasked set's softmax folds the scale into the exp's multiplier (rows_scale_folds): no scale or a
-    // scalar one, positive and moderate. Others multiply each x by the scale as it is loaded.
+    // scalar one, positive and moderate. Others multiply each x by the scale as it is loaded (block-regs' per-row
+    // fold is an instance of its own, not this flag: block_regs_softmax_row_folded_kernel).
     int fold_scale = 0;
 
     void bind(const void* scale_pointer, const void* mask_pointer) {
@@ -132,6 +133,27 @@ constexpr float kFoldedScaleMax = 0x1p64f;
 inline bool scalar_scale_folds(double scale) {
     const float kernel_scale = static_cast<float>(scale);
     return kernel_scale > 0.0f && kernel_scale <= kFoldedScaleMax;
+}
+
+// How one row's scale s folds into softmax's exps whatever its value (block-regs' per-row fold): z = factor *
+// (pre_factor * x), which is s * x rounded once, bit for bit. pre_factor * x is exact in any dtype (pre_factor is
+// 1, -1, or s itself where s is 0 or NaN, giving 0 or NaN), and factor is positive or +inf, so max(z) = factor *
+// max(pre_factor * x) (the rounding is monotonic) and the -inf of a causal window set after the pre_factor stays
+// -inf. The fast exp takes factor * log2(e) as its multiplier only where factor <= kFoldedScaleMax; larger
+// factors take the exact form.
+template <class C>
+struct RowScaleFold {
+    C factor;
+    C pre_factor;
+};
+// Selects rather than branches: a branch on the row's loaded scale made the kernels wait for that load before
+// issuing x's (performance.md, "options: per-row scale folded (branch rowfold2)").
+template <class C>
+constexpr RowScaleFold<C> row_scale_fold(C scale) {
+    const bool positive = scale > C(0);
+    const bool negative = scale < C(0);
+    // 0 of either sign, or NaN: factor 1 and pre_factor * x is z itself.
+    return {positive ? scale : (negative ? -scale : C(1)), positive ? C(1) : (negative ? C(-1) : scale)};
 }
 
 // The Rows-layout options of a problem that rows_options_apply takes, pointers left empty (bound at the call).
