@@ -154,6 +154,18 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         // The slice index (head first) of value k of pack p.
         const auto slice_index = [&](int p, int k) { return head + (p * threads + tid) * kPack + k; };
+        // Packed holds with a causal window: calls exclude(p, k) for each element k of pack p past the window, one
+        // test a pack (only a pack that reaches past the window tests its elements).
+        const auto for_each_past_window = [&](const auto& exclude) {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                if (slice_index(p, kPack - 1) < read_count) continue;
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    if (slice_index(p, k) >= read_count) exclude(p, k);
+                }
+            }
+        };
         // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
         Packed<X, kPack> raw[kPacks];
         // The keep and additive sets' mask packs, loaded with x's (empty for other inputs).
@@ -230,17 +242,10 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             // mask held there (+inf or NaN would otherwise give NaN); the plan sends causal rows here only with a
             // scale positive in float (block_regs_packed_options_apply, cluster_plan.cpp).
             const X excluded = StoreAs<X>::from(neg_inf<C>());
-#pragma unroll
-            for (int p = 0; p < kPacks; ++p) {
-                if (slice_index(p, kPack - 1) < read_count) continue;
-#pragma unroll
-                for (int k = 0; k < kPack; ++k) {
-                    if (slice_index(p, k) >= read_count) {
-                        raw[p].value[k] = excluded;
-                        staged_mask[p * threads + tid].value[k] = excluded;
-                    }
-                }
-            }
+            for_each_past_window([&](int p, int k) {
+                raw[p].value[k] = excluded;
+                staged_mask[p * threads + tid].value[k] = excluded;
+            });
         } else if constexpr (LoadedMask::kLoaded) {
             const auto read_mask_pack = mask_pack_reader<typename LoadedMask::Pack, typename LoadedMask::Element, kPack>(
                 row_options.mask_row, slice_begin + head);
@@ -275,16 +280,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // The packed hold widens at each use, with the scale only: elements past the causal window hold
                 // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
                 // block_regs_packed_options_apply, cluster_plan.cpp).
-                // One test a pack: only a pack that reaches past the window tests its elements.
                 const X excluded = StoreAs<X>::from(neg_inf<C>());
-#pragma unroll
-                for (int p = 0; p < kPacks; ++p) {
-                    if (slice_index(p, kPack - 1) < read_count) continue;
-#pragma unroll
-                    for (int k = 0; k < kPack; ++k) {
-                        if (slice_index(p, k) >= read_count) raw[p].value[k] = excluded;
-                    }
-                }
+                for_each_past_window([&](int p, int k) { raw[p].value[k] = excluded; });
             }
         } else {
 #pragma unroll
