@@ -665,6 +665,156 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
     }
 }
 
+// An additive mask of x's dtype on rows (rows, n) of 16-bit x and y whose plain plan holds the packed 64: -inf
+// entries scattered over row 0, a NaN entry in row 1, a +inf entry in row 5, the whole of row 6 -inf (nothing
+// kept), the rest random.
+HostTensor additive_mask_with_specials(smxDataType_t dtype, std::int64_t rows, std::int64_t n) {
+    HostTensor mask = random_additive_mask(dtype, {rows, n}, test_rng());
+    std::uniform_int_distribution<std::int64_t> column(0, n - 1);
+    for (int i = 0; i < 64; ++i) mask.set(column(test_rng()), -kInf);
+    mask.set(n + column(test_rng()), kNaN);
+    mask.set(5 * n + column(test_rng()), kInf);
+    for (std::int64_t j = 0; j < n; ++j) mask.set(6 * n + j, -kInf);
+    return mask;
+}
+
+TEST_CASE("cuda options: the additive set's packed 64-value instance (staged mask) against the reference",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // 16-bit x and y whose plain plan holds the packed 64: one CTA a row (8192: 128 threads) and clusters (32768,
+    // and 40001, odd: rows at other 16-byte phases than the shared mask, which is then copied element by element).
+    // Clusters forced: a few long rows would take grid-regs.
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
+    struct Case {
+        smxDataType_t dtype;
+        std::int64_t n;
+        bool one_cta;
+    };
+    const Case cases[] = {{SMX_DTYPE_BF16, 8192, true}, {SMX_DTYPE_F16, 32768, false}, {SMX_DTYPE_BF16, 40001, false}};
+    const std::int64_t rows = 7;
+    for (const Case& c : cases) {
+        const std::string plain = plan_for_rows(handle.get(), c.dtype, c.dtype, rows, c.n);
+        INFO(c.n << " | plain: " << plain);
+        REQUIRE(plain.find(" values=64 ") != std::string::npos);
+        HostTensor x = make_tensor(c.dtype, {rows, c.n});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        const HostTensor per_row = additive_mask_with_specials(c.dtype, rows, c.n);
+        HostTensor shared = random_additive_mask(c.dtype, {c.n}, test_rng());  // row stride 0
+        shared.set(c.n / 2, -kInf);
+        std::vector<OptionsSpec> specs;
+        OptionsSpec spec;
+        spec.mask = &per_row;
+        specs.push_back(spec);
+        spec.zero_rows = true;  // row 6 writes 0 (log: -inf)
+        specs.push_back(spec);
+        spec = {};
+        spec.mask = &shared;
+        spec.scale = -1.5;
+        specs.push_back(spec);
+        for (const std::int64_t k : {std::int64_t{0}, c.n / 3 + 1}) {  // windows ending inside a pack
+            spec = {};
+            spec.mask = &per_row;
+            spec.causal = k;
+            spec.scale = 0.37;
+            spec.zero_rows = k == 0;
+            specs.push_back(spec);
+        }
+        spec = {};
+        spec.mask = &shared;
+        spec.causal = -2;  // rows 0 and 1 keep nothing
+        specs.push_back(spec);
+        for (bool log_mode : {false, true}) {
+            HostTensor y = make_tensor(c.dtype, {rows, c.n});
+            for (const OptionsSpec& s : specs) {
+                std::string plan;
+                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan);
+                INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(kernel_kind(plan) == "block-regs");
+                CHECK(plan.find(" values=64 ") != std::string::npos);
+                CHECK(plan.find(" set=additive") != std::string::npos);
+                CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
+                CHECK((plan.find(" cluster=1 ") != std::string::npos) == c.one_cta);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: additive masks of 16-bit x off the staged instance: per-row scales, f32 y and the override",
+          "[cuda][options]") {
+    CudaHandle handle;
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
+    const std::int64_t rows = 3, n = 32768;
+    const HostTensor mask = random_additive_mask(SMX_DTYPE_BF16, {rows, n}, test_rng());
+    HostTensor scale = make_tensor(SMX_DTYPE_F32, {rows});
+    fill_random(scale, test_rng(), 2.0);
+    OptionsSpec additive, row_scale;
+    additive.mask = &mask;
+    row_scale.mask = &mask;
+    row_scale.scale_tensor = &scale;
+    // The same plan text as plain's but for the options and the stage.
+    const std::string plain = plan_for_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, rows, n);
+    const std::string staged = options_plan_for_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, rows, n, &additive);
+    INFO("plain: " << plain << " | staged: " << staged);
+    CHECK(staged.rfind(plain + " staged_mask=", 0) == 0);
+    // Per-row scales (block_regs_packed_options_apply), bf16 -> f32 (no staged instance) and the unpacked override
+    // keep 32 widened values.
+    const std::string per_row = options_plan_for_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, rows, n, &row_scale);
+    const std::string wide_y = options_plan_for_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_F32, rows, n, &additive);
+    ScopedEnvironment unpacked("SMX_CUDA_OPTION_SET", "unpacked");
+    const std::string overridden = options_plan_for_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, rows, n, &additive);
+    for (const std::string& plan : {per_row, wide_y, overridden}) {
+        INFO(plan);
+        CHECK(plan.find(" values=64 ") == std::string::npos);
+        CHECK(plan.find("staged_mask") == std::string::npos);
+    }
+}
+
+TEST_CASE("cuda options: batch invariance on the staged additive instance, bit for bit across row counts and positions",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // A probe row and a mask shared by every row (row stride 0), at position 0 of 1 row, 3 of 5 and 9 of 40: the
+    // same plan (cluster and CTA from the row length alone), so the same bits.
+    for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        const std::int64_t n = 16384;
+        HostTensor probe = make_tensor(dtype, {n});
+        fill_random(probe, test_rng());
+        HostTensor mask = random_additive_mask(dtype, {n}, test_rng());
+        mask.set(7, -kInf);
+        for (bool log_mode : {false, true}) {
+            std::vector<std::vector<std::uint32_t>> bits;
+            std::vector<std::string> plans;
+            for (const auto& [rows, position] : {std::pair<std::int64_t, std::int64_t>{1, 0}, {5, 3}, {40, 9}}) {
+                HostTensor x = make_tensor(dtype, {rows, n});
+                fill_random(x, test_rng());
+                for (std::int64_t j = 0; j < n; ++j) x.set(position * n + j, probe.get(j));
+                OptionsSpec spec;
+                spec.mask = &mask;
+                spec.scale = 0.5;
+                spec.batch_invariant = true;
+                HostTensor y = make_tensor(dtype, {rows, n});
+                std::string plan;
+                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
+                INFO(rows << " rows | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(plan.find(" staged_mask=") != std::string::npos);
+                plans.push_back(without_grid(plan));
+                std::vector<std::uint32_t> row(static_cast<std::size_t>(n));
+                for (std::int64_t j = 0; j < n; ++j) {
+                    const float value = static_cast<float>(y.get(position * n + j));
+                    std::memcpy(&row[static_cast<std::size_t>(j)], &value, 4);
+                }
+                bits.push_back(row);
+            }
+            CHECK(plans[1] == plans[0]);
+            CHECK(plans[2] == plans[0]);
+            CHECK(bits[1] == bits[0]);
+            CHECK(bits[2] == bits[0]);
+        }
+    }
+}
+
 TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a multiply, alone and with causal "
           "windows, against the reference",
           "[cuda][options]") {

@@ -87,12 +87,13 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const PlanContext& conte
             const std::int64_t threads =
                 std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32), regs_min_threads(values, context));
             if (threads > max_threads || threads > instance_max_threads) continue;
+            const std::size_t shared_bytes = regs_shared_bytes(info, context, values, static_cast<int>(threads));
             int ctas_per_sm = 0;
-            SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &ctas_per_sm));
+            SMX_RETURN_IF_ERROR(regs_ctas_per_sm(context, kernel, static_cast<int>(threads), shared_bytes, &ctas_per_sm));
             if (ctas_per_sm == 0) continue;
             if (cluster > 1) {
                 SMX_RETURN_IF_ERROR(allow_large_clusters(kernel, "block-regs"));
-                if (max_active_clusters(kernel, cluster, static_cast<int>(threads), 0) == 0) continue;
+                if (max_active_clusters(kernel, cluster, static_cast<int>(threads), shared_bytes) == 0) continue;
             }
             const RegsChoice candidate{true,
                                        kernel,
@@ -101,7 +102,8 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const PlanContext& conte
                                        values,
                                        slice_len,
                                        ctas_per_sm,
-                                       static_cast<double>(info.row_len) / static_cast<double>(cluster * threads * values)};
+                                       static_cast<double>(info.row_len) / static_cast<double>(cluster * threads * values),
+                                       shared_bytes};
             if (better_regs_choice(candidate, best, packed_first, search.min_ctas_per_sm)) best = candidate;
         }
         if (is_good_regs_choice(best, search)) {
@@ -218,6 +220,28 @@ const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& co
     return block_regs_softmax_kernel(info.x_dtype, info.y_dtype, values);
 }
 
+std::size_t regs_shared_bytes(const SoftmaxInfo& info, const PlanContext& context, int values, int threads) {
+    if (!info.options.any()) return 0;
+    const bool staged = block_regs_stages_mask(values, regs_option_set_for(info, context), dtype_size(info.x_dtype),
+                                               dtype_size(info.y_dtype));
+    return staged ? block_regs_mask_stage_bytes(threads) : 0;
+}
+
+smxStatus_t regs_ctas_per_sm(const PlanContext& context, const void* kernel, int threads, std::size_t shared_bytes,
+                             int* ctas_per_sm) {
+    *ctas_per_sm = 0;
+    if (shared_bytes > 0) {
+        std::size_t dynamic_limit = 0;
+        SMX_RETURN_IF_ERROR(allow_all_dynamic_shared_memory(context.limits, kernel, "block-regs", &dynamic_limit));
+        if (shared_bytes > dynamic_limit) return SMX_STATUS_SUCCESS;
+    }
+    return blocks_per_multiprocessor(kernel, threads, shared_bytes, ctas_per_sm);
+}
+
+std::string staged_mask_note(std::size_t shared_bytes) {
+    return shared_bytes > 0 ? fmt::format(" staged_mask={}", shared_bytes) : std::string();
+}
+
 const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int values) {
     if (kernel == block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, values)) return " folded";
     return kernel == block_regs_softmax_row_folded_kernel(info.x_dtype, info.y_dtype, values) ? " row-folded" : "";
@@ -235,13 +259,14 @@ smxStatus_t plan_block_regs(const SoftmaxInfo& info, const RegsChoice& choice, F
     const dim3 grid(static_cast<unsigned>(rows_per_grid_row * choice.cluster),
                     static_cast<unsigned>(ceil_div(info.rows, rows_per_grid_row)));
     const BlockRegsParams params = block_regs_params(info, choice.slice_len);
-    const Launch launch{choice.kernel, grid, dim3(static_cast<unsigned>(choice.threads)), 0,
+    const Launch launch{choice.kernel, grid, dim3(static_cast<unsigned>(choice.threads)), choice.shared_bytes,
                         choice.cluster > 1 ? static_cast<unsigned>(choice.cluster) : 0u};
     *plan = make_family_plan(info, params, {launch}, 0,
-                             fmt::format("cuda block-regs values={} threads={} cluster={} slice={} ctas_per_sm={} grid={}x{}{}",
+                             fmt::format("cuda block-regs values={} threads={} cluster={} slice={} ctas_per_sm={} grid={}x{}{}{}",
                                          choice.values, choice.threads, choice.cluster, choice.slice_len,
                                          choice.ctas_per_sm, grid.x, grid.y,
-                                         regs_instance_note(info, choice.kernel, choice.values)));
+                                         regs_instance_note(info, choice.kernel, choice.values),
+                                         staged_mask_note(choice.shared_bytes)));
     return SMX_STATUS_SUCCESS;
 }
 

@@ -43,11 +43,12 @@ smxStatus_t choose_grid_regs_for(const SoftmaxInfo& info, const PlanContext& con
         int instance_max_threads = 0;
         SMX_RETURN_IF_ERROR(max_threads_of(kernel, "block-regs", &instance_max_threads));
         if (threads > instance_max_threads) continue;
+        const std::size_t shared_bytes = regs_shared_bytes(info, context, values, static_cast<int>(threads));
         int ctas_per_sm = 0;
-        SMX_RETURN_IF_ERROR(blocks_per_multiprocessor(kernel, static_cast<int>(threads), 0, &ctas_per_sm));
+        SMX_RETURN_IF_ERROR(regs_ctas_per_sm(context, kernel, static_cast<int>(threads), shared_bytes, &ctas_per_sm));
         const std::int64_t resident = static_cast<std::int64_t>(ctas_per_sm) * context.limits.multiprocessor_count;
         *choice = {info.rows * chunks <= resident, kernel, static_cast<int>(threads), values, slice_len, chunks,
-                   ctas_per_sm, resident};
+                   ctas_per_sm, resident, shared_bytes};
         return SMX_STATUS_SUCCESS;
     }
     return SMX_STATUS_SUCCESS;
@@ -106,13 +107,15 @@ BlockRegsParams grid_regs_params(const SoftmaxInfo& info, const GridRegsChoice& 
 smxStatus_t plan_grid_regs(const SoftmaxInfo& info, const GridRegsChoice& choice, FamilyPlan* plan) {
     const std::int64_t ctas = info.rows * choice.chunks;
     const std::size_t workspace = static_cast<std::size_t>(ctas) * stats_bytes(info);
-    Launch launch{choice.kernel, dim3(static_cast<unsigned>(ctas)), dim3(static_cast<unsigned>(choice.threads)), 0, 0};
+    Launch launch{choice.kernel, dim3(static_cast<unsigned>(ctas)), dim3(static_cast<unsigned>(choice.threads)),
+                  choice.shared_bytes, 0};
     launch.cooperative = true;
     *plan = make_family_plan(info, grid_regs_params(info, choice), {launch}, workspace,
                              fmt::format("cuda grid-regs values={} threads={} chunks={} slice={} ctas_per_sm={} "
-                                         "workspace={}{}",
+                                         "workspace={}{}{}",
                                          choice.values, choice.threads, choice.chunks, choice.slice_len,
-                                         choice.ctas_per_sm, workspace, regs_instance_note(info, choice.kernel, choice.values)));
+                                         choice.ctas_per_sm, workspace, regs_instance_note(info, choice.kernel, choice.values),
+                                         staged_mask_note(choice.shared_bytes)));
     return SMX_STATUS_SUCCESS;
 }
 

@@ -17,6 +17,7 @@
 
 #include <type_traits>
 
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/cluster.cuh"
 #include "cuda/common/epilogue.cuh"
@@ -66,9 +67,18 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // waits at the grid barrier and writes; the threads take their packs from there.
     constexpr bool kStagedSteps = kRowSteps && kHasBulkCopy && kPackBytes == 16;
     static_assert((kPackBytes == 16) == (sizeof(X) >= sizeof(Y)), "grid_regs_steps_shared_bytes' condition");
+    // The additive set's packed hold: x packed in registers as plain holds it, its mask packs copied into this
+    // thread's slots of dynamic shared memory (cp.async: in flight with x without holding a register) and read
+    // there at each use of a value, so the row keeps plain's threads and cluster (docs/cuda-kernels.md,
+    // "Additive masks on the packed hold").
+    constexpr bool kStagedMask = kPackedHold && kAdditiveOfXOptions<Input>;
+    static_assert(!kStagedMask || block_regs_stages_mask(kValues, RowsOptionSet::AdditiveOfX, sizeof(X), sizeof(Y)),
+                  "the plan sizes the stage by block_regs_stages_mask");
     // Options instances hold at most kBlockRegsOptionsMaxValues widened values, or the packed hold for the
-    // unmasked set (no mask to read at each use), and take row steps for the unmasked set only.
-    constexpr bool kOptionsHold = kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && kUnmaskedOptions<Input>);
+    // unmasked set (no mask to read at each use) and the additive set (its mask staged), and take row steps for
+    // the unmasked set only.
+    constexpr bool kOptionsHold =
+        kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && (kUnmaskedOptions<Input> || kStagedMask));
     // The folded instance of f32 x (block_regs_softmax_options_folded): its kernel holds no other body, so it has
     // registers for what the options kernels could not afford (one bound a load, the window tested a pack at a
     // time).
@@ -147,11 +157,29 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         }
         // The slice index (head first) of value k of pack p.
         const auto slice_index = [&](int p, int k) { return head + (p * threads + tid) * kPack + k; };
+        // Packed holds with a causal window: calls exclude(p, k) for each element k of pack p past the window, one
+        // test a pack (only a pack that reaches past the window tests its elements).
+        const auto for_each_past_window = [&](const auto& exclude) {
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                if (slice_index(p, kPack - 1) < read_count) continue;
+#pragma unroll
+                for (int k = 0; k < kPack; ++k) {
+                    if (slice_index(p, k) >= read_count) exclude(p, k);
+                }
+            }
+        };
         // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
         Packed<X, kPack> raw[kPacks];
         // The keep and additive sets' mask packs, loaded with x's (empty for other inputs).
         using LoadedMask = LoadedMaskPack<Input, kPack>;
         typename LoadedMask::Pack mask_packs[kPacks];
+        // The staged mask's packs, indexed as x's (pack p * threads + tid); unused without kStagedMask.
+        Packed<X, kPack>* staged_mask = nullptr;
+        if constexpr (kStagedMask) {
+            extern __shared__ __align__(16) unsigned char mask_stage[];  // block_regs_mask_stage_bytes(threads)
+            staged_mask = reinterpret_cast<Packed<X, kPack>*>(mask_stage);
+        }
         if constexpr (kStagedSteps) {
             __shared__ std::uint64_t stage_landed;                        // the staged slice's bytes have landed
             extern __shared__ __align__(16) unsigned char step_stage[];  // the staged slice's packs
@@ -194,6 +222,33 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 bulk_copy_after_reads();
                 stage(step + 1);
             }
+        } else if constexpr (kStagedMask) {
+            // Whole-pack copies where the body's mask is aligned to them (then so is every pack's), else element
+            // by element (a row stride that puts the mask at another 16-byte phase than x).
+            const X* mask_body = reinterpret_cast<const X*>(row_options.mask_row) + slice_begin + head;
+            const bool mask_vector = reinterpret_cast<std::uintptr_t>(mask_body) % sizeof(Packed<X, kPack>) == 0;
+#pragma unroll
+            for (int p = 0; p < kPacks; ++p) {
+                const int pack = p * threads + tid;
+                if (pack < body_packs && slice_index(p, 0) < read_count) {
+                    raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                    if (mask_vector) {
+                        copy_vector_async<sizeof(Packed<X, kPack>)>(staged_mask + pack, mask_body + pack * kPack);
+                    } else {
+#pragma unroll
+                        for (int k = 0; k < kPack; ++k) staged_mask[pack].value[k] = mask_body[pack * kPack + k];
+                    }
+                }
+            }
+            wait_async_copies();  // this thread's own copies: no barrier needed to read them
+            // Past the causal window both x and the mask hold -inf, so z = scale * -inf + -inf = -inf whatever the
+            // mask held there (+inf or NaN would otherwise give NaN); the plan sends causal rows here only with a
+            // scale positive in float (block_regs_packed_options_apply, cluster_plan.cpp).
+            const X excluded = StoreAs<X>::from(neg_inf<C>());
+            for_each_past_window([&](int p, int k) {
+                raw[p].value[k] = excluded;
+                staged_mask[p * threads + tid].value[k] = excluded;
+            });
         } else if constexpr (LoadedMask::kLoaded) {
             const auto read_mask_pack = mask_pack_reader<typename LoadedMask::Pack, typename LoadedMask::Element, kPack>(
                 row_options.mask_row, slice_begin + head);
@@ -237,16 +292,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
                 // block_regs_packed_options_apply, cluster_plan.cpp; a row's own fold set its pre_factor above, and
                 // its factor is positive).
-                // One test a pack: only a pack that reaches past the window tests its elements.
                 const X excluded = StoreAs<X>::from(neg_inf<C>());
-#pragma unroll
-                for (int p = 0; p < kPacks; ++p) {
-                    if (slice_index(p, kPack - 1) < read_count) continue;
-#pragma unroll
-                    for (int k = 0; k < kPack; ++k) {
-                        if (slice_index(p, k) >= read_count) raw[p].value[k] = excluded;
-                    }
-                }
+                for_each_past_window([&](int p, int k) { raw[p].value[k] = excluded; });
             }
         } else {
 #pragma unroll
@@ -323,7 +370,12 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             }
         }
         const auto value = [&](int i) -> C {
-            if constexpr (kPackedHold && Input::kPerRow) {
+            if constexpr (kStagedMask) {
+                // z = scale * x + mask, the product rounded on its own as the widened bodies round it.
+                const Packed<X, kPack> mask = staged_mask[(i / kPack) * threads + tid];
+                return row_options.scaled(widen_element_on_use(raw[i / kPack], i % kPack)) +
+                       widen_element_on_use(mask, i % kPack);
+            } else if constexpr (kPackedHold && Input::kPerRow) {
                 return row_options.scaled(widen_element_on_use(raw[i / kPack], i % kPack));
             } else if constexpr (kPackedHold) {
                 return input(widen_element_on_use(raw[i / kPack], i % kPack));
@@ -592,10 +644,11 @@ __global__ void __launch_bounds__(1024) block_regs_softmax_options_folded(const 
     block_regs_rows<X, Y, 32, false, RowsOptionsInput<RowsOptionSet::Unmasked, X, true>, SoftmaxOutput>(args);
 }
 
-// The unmasked set's packed 64-value options instance (16-bit x): the plain packed kernel's launch bounds.
-template <class X, class Y>
+// The packed 64-value options instances (16-bit x) of the unmasked set and of the additive set (16-bit y: its mask
+// staged in dynamic shared memory, block_regs_mask_stage_bytes): the plain packed kernel's launch bounds.
+template <class X, class Y, RowsOptionSet kSet>
 __global__ void __launch_bounds__(512, 2) block_regs_softmax_options_packed(const ParamBlock<BlockRegsParams> args) {
-    block_regs_modes<X, Y, 64, false, RowsOptionsInput<RowsOptionSet::Unmasked, X>>(args);
+    block_regs_modes<X, Y, 64, false, RowsOptionsInput<kSet, X>>(args);
 }
 
 // Softmax of the unmasked set with each row's own scale folded into its exps (per-row scales), in kernels of their
@@ -623,7 +676,7 @@ constexpr bool kOptionsHold32 = !(std::is_same_v<X, __half> && std::is_same_v<Y,
                                 (sizeof(X) == 2 || !LoadedMaskPack<RowsOptionsInput<kSet, X>, 4>::kLoaded);
 
 // The options instance of `values_per_thread` for `set` (8, 16 and 32 values; 64 for the unmasked set of
-// 16-bit x).
+// 16-bit x and the additive set of 16-bit x and y).
 template <class X, class Y, RowsOptionSet kSet>
 const void* block_regs_options_instance(int values_per_thread) {
     switch (values_per_thread) {
@@ -635,8 +688,9 @@ const void* block_regs_options_instance(int values_per_thread) {
             }
             return nullptr;
         case 64:
-            if constexpr (sizeof(X) == 2 && kSet == RowsOptionSet::Unmasked) {
-                return reinterpret_cast<const void*>(&block_regs_softmax_options_packed<X, Y>);
+            if constexpr (sizeof(X) == 2 && (kSet == RowsOptionSet::Unmasked ||
+                                             block_regs_stages_mask(64, kSet, sizeof(X), sizeof(Y)))) {
+                return reinterpret_cast<const void*>(&block_regs_softmax_options_packed<X, Y, kSet>);
             }
             return nullptr;
         default: return nullptr;
@@ -644,7 +698,8 @@ const void* block_regs_options_instance(int values_per_thread) {
 }
 
 // The plain kernel of `values_per_thread`, or with kOptions its options instance for `set` (pairs of
-// kRowsOptionsPair, 8, 16 and 32 values, 64 for the unmasked set of 16-bit x).
+// kRowsOptionsPair, 8, 16 and 32 values, 64 for the unmasked set of 16-bit x and the additive set of 16-bit x
+// and y).
 template <class X, class Y, bool kOptions = false>
 const void* block_regs_instance(int values_per_thread, RowsOptionSet set = RowsOptionSet::Any) {
     if constexpr (kOptions && !kRowsOptionsPair<X, Y>) {

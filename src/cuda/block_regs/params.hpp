@@ -41,10 +41,24 @@ struct BlockRegsParams {
 // packed two to a register).
 constexpr std::array<int, 4> kBlockRegsValueCounts{{8, 16, 32, 64}};
 constexpr int kBlockRegsMaxThreads = 1024;
-// Options instances exist up to this many values per thread, widened: the packed 64-value hold would have to
-// read the mask again at each use of a value (docs/cuda-kernels.md, "Options instances"). The unmasked set,
-// which reads none, also has the packed 64 (16-bit x).
+// Options instances exist up to this many values per thread, widened. The packed 64-value hold (16-bit x) has
+// options instances for the unmasked set, which reads no mask, and for the additive set of 16-bit y, whose mask
+// waits in shared memory (block_regs_stages_mask; docs/cuda-kernels.md, "Additive masks on the packed hold").
 constexpr int kBlockRegsOptionsMaxValues = 32;
+// Values per thread of the packed hold.
+constexpr int kBlockRegsPackedValues = 64;
+
+// Whether the block-regs options instance of `values` per thread for `set` and an x and y of x_size and y_size
+// bytes stages its mask in dynamic shared memory (the additive set's packed hold of 16-bit x and y: x packed in
+// registers, its mask copied into shared memory with it and read there at each use of a value).
+constexpr bool block_regs_stages_mask(int values, RowsOptionSet set, std::size_t x_size, std::size_t y_size) {
+    return values == kBlockRegsPackedValues && set == RowsOptionSet::AdditiveOfX && x_size == 2 && y_size == 2;
+}
+
+// Dynamic shared memory of such an instance's CTA of `threads`: its slice's mask, 2 bytes an element.
+constexpr std::size_t block_regs_mask_stage_bytes(int threads) {
+    return static_cast<std::size_t>(threads) * kBlockRegsPackedValues * 2;
+}
 constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed
 
 // nullptr also when `values_per_thread` has no instance for x_dtype.

@@ -4,7 +4,9 @@
 // tree (plan/softmax_plan.cpp) weighs the choices against each other.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "cuda/block_regs/params.hpp"
 #include "cuda/plan/context.hpp"
@@ -21,6 +23,7 @@ struct RegsChoice {
     std::int64_t slice_len = 0;   // elements per CTA of the cluster
     int ctas_per_sm = 0;          // resident CTAs per SM (occupancy API)
     double utilization = 0.0;     // row_len / (cluster x threads x values): registers holding real elements
+    std::size_t shared_bytes = 0; // dynamic shared memory per CTA (the staged mask: regs_shared_bytes)
 };
 
 // Whether register configuration `a` serves a row better than `b` (Choice: fits, ctas_per_sm, utilization,
@@ -51,6 +54,19 @@ RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& co
 // per-row folded instance where they have one (block_regs_softmax_row_folded_kernel).
 const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values);
 
+// Dynamic shared memory a block-regs or grid-regs CTA of `threads` at `values` per thread needs for the problem:
+// the staged mask of the additive set's packed instance (block_regs_stages_mask), else 0.
+std::size_t regs_shared_bytes(const SoftmaxInfo& info, const PlanContext& context, int values, int threads);
+
+// CTAs per SM of block-regs `kernel` at `threads` and `shared_bytes` of dynamic shared memory (0 where they
+// exceed what the kernel may have), its dynamic shared memory limit raised first where it needs any.
+smxStatus_t regs_ctas_per_sm(const PlanContext& context, const void* kernel, int threads, std::size_t shared_bytes,
+                             int* ctas_per_sm);
+
+// What a block-regs or grid-regs plan text adds for a CTA's staged mask of `shared_bytes`: " staged_mask=<bytes>",
+// or "" without one.
+std::string staged_mask_note(std::size_t shared_bytes);
+
 // What a block-regs or grid-regs plan text adds after its configuration for `kernel` of `values` per thread:
 // " folded" for the folded instance (block_regs_softmax_folded_kernel), " row-folded" for the per-row folded one
 // (block_regs_softmax_row_folded_kernel), else "".
@@ -79,7 +95,8 @@ struct GridRegsChoice {
     std::int64_t slice_len = 0;
     std::int64_t chunks = 0;
     int ctas_per_sm = 0;
-    std::int64_t resident = 0;  // CTAs the device holds at once
+    std::int64_t resident = 0;     // CTAs the device holds at once
+    std::size_t shared_bytes = 0;  // dynamic shared memory per CTA (regs_shared_bytes)
 };
 
 // Grid-regs for the row length's slice, or its wide slice where rows do not all fit (performance.md#grid-regs).

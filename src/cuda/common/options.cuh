@@ -390,11 +390,17 @@ struct RowsOptionsInput {
     }
 };
 
-// Whether an input is the unmasked set's RowsOptionsInput (block-regs' packed hold takes no other options).
+// Whether an input is the unmasked set's RowsOptionsInput (block-regs' packed hold reads no mask for it).
 template <class Input>
 constexpr bool kUnmaskedOptions = false;
 template <class X, bool kFoldScale, bool kFoldRowScale>
 constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X, kFoldScale, kFoldRowScale>> = true;
+
+// Whether an input is the additive set's RowsOptionsInput (block-regs' packed hold stages its mask: kernel.cuh).
+template <class Input>
+constexpr bool kAdditiveOfXOptions = false;
+template <class X>
+constexpr bool kAdditiveOfXOptions<RowsOptionsInput<RowsOptionSet::AdditiveOfX, X>> = true;
 
 // Whether a body's held values are x before the scale (RowsOptionsInput's kFoldScale).
 template <class Input, class = void>
