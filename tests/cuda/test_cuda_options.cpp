@@ -495,10 +495,12 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
                     CHECK(kernel_kind(plan) == kernel_kind(plain));
                     CHECK(plan.find(" values=32 ") != std::string::npos);
                 } else {
-                    // f32 block-regs rows of 32 values take the folded instance for a scalar scale and for causal
-                    // alone (no scale: 1 folded), at plain's configuration.
-                    const bool folded = dtype == SMX_DTYPE_F32 && kernel_kind(plain) == "block-regs" &&
-                                        plain.find(" values=32 ") != std::string::npos && spec != &row_scale;
+                    // f32 block-regs rows of 32 values and 16-bit rows of the packed 64 take the folded instance for
+                    // a scalar scale and for causal alone (no scale: 1 folded), at plain's configuration.
+                    const bool folded_values = dtype == SMX_DTYPE_F32 ? kernel_kind(plain) == "block-regs" &&
+                                                                            plain.find(" values=32 ") != std::string::npos
+                                                                      : plain.find(" values=64 ") != std::string::npos;
+                    const bool folded = folded_values && spec != &row_scale;
                     CHECK(plan.rfind(plain + (folded ? " folded" : "") + " options=", 0) == 0);
                 }
                 CHECK(plan.find(" set=unmasked") != std::string::npos);
@@ -667,8 +669,9 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
     // most 2^64 (scalar_scale_folds); 0, negative, past 2^64 and scales whose float is 0 or inf multiply each x as
     // before. Both sides of the bound in float (a double above 2^64 that rounds to it folds), tiny and huge folded
     // scales, on every fast family's unmasked instances: warp (narrow, two packs, 32 lanes), block-regs (one CTA,
-    // a cluster), and the packed 64 values of 16-bit x. f32 x at 32 values a thread folds in an instance of its
-    // own, which the plan names ("folded"); the others fold inside their options instance.
+    // a cluster), and the packed 64 values of 16-bit x. f32 x at 32 values a thread and 16-bit x at the packed 64
+    // fold in instances of their own, which the plan names ("folded"); the others fold inside their options
+    // instance.
     const double scales[] = {0.37, 1.25, 3.0, 1e-30, 1e19, 0x1p64, 0x1p64 * (1.0 + 0x1p-30), 0x1p64 * 1.5,
                              1e30, 0.0,  -2.5, 1e-50, 1e39, kNaN};
     const Pair pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16},
@@ -680,6 +683,7 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
                           {3, 32768, "block-regs"}};
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");  // three long rows would take grid-regs
     int folded_runs = 0;  // f32 rows of 3 x 32768 hold 32 values a thread: the folded instance must have run
+    int packed_folded_runs = 0;  // and 16-bit rows of 3 x 32768 the packed 64: its folded instance too
     for (const Pair& pair : pairs) {
         for (const Case& c : cases) {
             HostTensor x = make_tensor(pair.x, {c.rows, c.n});
@@ -707,17 +711,20 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
                         CHECK(mismatch == "");
                         CHECK(kernel_kind(plan) == c.kind);
                         CHECK(plan.find(" set=unmasked") != std::string::npos);
-                        const bool folded_instance = pair.x == SMX_DTYPE_F32 && c.kind == std::string("block-regs") &&
-                                                     plan.find(" values=32 ") != std::string::npos && !log_mode &&
-                                                     smx::cuda::scalar_scale_folds(scale);
-                        CHECK((plan.find(" folded ") != std::string::npos) == folded_instance);
-                        if (folded_instance) ++folded_runs;
+                        const bool folds = !log_mode && smx::cuda::scalar_scale_folds(scale);
+                        const bool f32_folded = pair.x == SMX_DTYPE_F32 && c.kind == std::string("block-regs") &&
+                                                plan.find(" values=32 ") != std::string::npos && folds;
+                        const bool packed_folded = pair.x != SMX_DTYPE_F32 && plan.find(" values=64 ") != std::string::npos && folds;
+                        CHECK((plan.find(" folded ") != std::string::npos) == (f32_folded || packed_folded));
+                        if (f32_folded) ++folded_runs;
+                        if (packed_folded) ++packed_folded_runs;
                     }
                 }
             }
         }
     }
     CHECK(folded_runs > 0);
+    CHECK(packed_folded_runs > 0);
 }
 
 TEST_CASE("cuda options: the folded f32 instance on grid-regs, and the scales it leaves to the options instance, "
