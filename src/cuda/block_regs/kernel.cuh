@@ -225,14 +225,17 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // The packed hold widens at each use, with the scale only: elements past the causal window hold
                 // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
                 // block_regs_packed_options_apply, cluster_plan.cpp).
-                // One test a pack: only a pack that reaches past the window tests its elements.
-                const X excluded = StoreAs<X>::from(neg_inf<C>());
+                // Only where the window ends inside the slice (a test a row, uniform over the CTA), one test a
+                // pack: only a pack that reaches past the window tests its elements.
+                if (read_count < count) {
+                    const X excluded = StoreAs<X>::from(neg_inf<C>());
 #pragma unroll
-                for (int p = 0; p < kPacks; ++p) {
-                    if (slice_index(p, kPack - 1) < read_count) continue;
+                    for (int p = 0; p < kPacks; ++p) {
+                        if (slice_index(p, kPack - 1) < read_count) continue;
 #pragma unroll
-                    for (int k = 0; k < kPack; ++k) {
-                        if (slice_index(p, k) >= read_count) raw[p].value[k] = excluded;
+                        for (int k = 0; k < kPack; ++k) {
+                            if (slice_index(p, k) >= read_count) raw[p].value[k] = excluded;
+                        }
                     }
                 }
             }
