@@ -491,16 +491,16 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
             for (const OptionsSpec* spec : {&scale, &causal, &row_scale}) {
                 const std::string plan = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
                 INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
-                // At plain's configuration: f32 block-regs rows of 32 values take the folded instance for a scalar
-                // scale and causal alone (no scale: 1 folded), 16-bit rows fold those in their options instance; a
-                // per-row scale takes the per-row folded instance on f32 rows of 32 values and 16-bit rows of the
-                // packed 64, and the multiplying options instance on 16-bit rows of 32 values.
+                // At plain's configuration: f32 block-regs rows of 32 values and 16-bit rows of the packed 64 take
+                // their folded instances for a scalar scale and causal alone (no scale: 1 folded); a per-row scale
+                // takes the per-row folded instance there, and the multiplying options instance on 16-bit rows of
+                // 32 values.
                 const bool block_regs = kernel_kind(plain) == "block-regs";
                 const bool f32_regs_32 = dtype == SMX_DTYPE_F32 && block_regs && plain.find(" values=32 ") != std::string::npos;
-                const bool packed = dtype == SMX_DTYPE_BF16 && block_regs && plain.find(" values=64 ") != std::string::npos;
+                const bool packed = dtype == SMX_DTYPE_BF16 && plain.find(" values=64 ") != std::string::npos;
                 const char* note = "";
-                if (spec == &row_scale && (f32_regs_32 || packed)) note = " row-folded";
-                if (spec != &row_scale && f32_regs_32) note = " folded";
+                if (spec == &row_scale && (f32_regs_32 || (packed && block_regs))) note = " row-folded";
+                if (spec != &row_scale && (f32_regs_32 || packed)) note = " folded";
                 CHECK(plan.rfind(plain + note + " options=", 0) == 0);
                 CHECK(plan.find(" set=unmasked") != std::string::npos);
             }
@@ -823,8 +823,9 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
     // most 2^64 (scalar_scale_folds); 0, negative, past 2^64 and scales whose float is 0 or inf multiply each x as
     // before. Both sides of the bound in float (a double above 2^64 that rounds to it folds), tiny and huge folded
     // scales, on every fast family's unmasked instances: warp (narrow, two packs, 32 lanes), block-regs (one CTA,
-    // a cluster), and the packed 64 values of 16-bit x. f32 x at 32 values a thread folds in an instance of its
-    // own, which the plan names ("folded"); the others fold inside their options instance.
+    // a cluster), and the packed 64 values of 16-bit x. f32 x at 32 values a thread and 16-bit x at the packed 64
+    // fold in instances of their own, which the plan names ("folded"); the others fold inside their options
+    // instance.
     const double scales[] = {0.37, 1.25, 3.0, 1e-30, 1e19, 0x1p64, 0x1p64 * (1.0 + 0x1p-30), 0x1p64 * 1.5,
                              1e30, 0.0,  -2.5, 1e-50, 1e39, kNaN};
     const Pair pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16},
@@ -836,6 +837,7 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
                           {3, 32768, "block-regs"}};
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");  // three long rows would take grid-regs
     int folded_runs = 0;  // f32 rows of 3 x 32768 hold 32 values a thread: the folded instance must have run
+    int packed_folded_runs = 0;  // and 16-bit rows of 3 x 32768 the packed 64: its folded instance too
     for (const Pair& pair : pairs) {
         for (const Case& c : cases) {
             HostTensor x = make_tensor(pair.x, {c.rows, c.n});
@@ -863,17 +865,20 @@ TEST_CASE("cuda options: scalar scales folded into the exp and those kept as a m
                         CHECK(mismatch == "");
                         CHECK(kernel_kind(plan) == c.kind);
                         CHECK(plan.find(" set=unmasked") != std::string::npos);
-                        const bool folded_instance = pair.x == SMX_DTYPE_F32 && c.kind == std::string("block-regs") &&
-                                                     plan.find(" values=32 ") != std::string::npos && !log_mode &&
-                                                     smx::cuda::scalar_scale_folds(scale);
-                        CHECK((plan.find(" folded ") != std::string::npos) == folded_instance);
-                        if (folded_instance) ++folded_runs;
+                        const bool folds = !log_mode && smx::cuda::scalar_scale_folds(scale);
+                        const bool f32_folded = pair.x == SMX_DTYPE_F32 && c.kind == std::string("block-regs") &&
+                                                plan.find(" values=32 ") != std::string::npos && folds;
+                        const bool packed_folded = pair.x != SMX_DTYPE_F32 && plan.find(" values=64 ") != std::string::npos && folds;
+                        CHECK((plan.find(" folded ") != std::string::npos) == (f32_folded || packed_folded));
+                        if (f32_folded) ++folded_runs;
+                        if (packed_folded) ++packed_folded_runs;
                     }
                 }
             }
         }
     }
     CHECK(folded_runs > 0);
+    CHECK(packed_folded_runs > 0);
 }
 
 TEST_CASE("cuda options: the folded f32 instance on grid-regs, and the scales it leaves to the options instance, "

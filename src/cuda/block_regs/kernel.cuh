@@ -79,10 +79,11 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // the unmasked set only.
     constexpr bool kOptionsHold =
         kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && (kUnmaskedOptions<Input> || kStagedMask));
-    // The folded instance of f32 x (block_regs_softmax_options_folded): its kernel holds no other body, so it has
-    // registers for what the options kernels could not afford (one bound a load, the window tested a pack at a
-    // time).
-    constexpr bool kFoldedAlone = sizeof(X) == 4 && kHeldBeforeScale<Input>;
+    // The folded instances of f32 x and of the packed hold (block_regs_softmax_options_folded,
+    // block_regs_softmax_options_packed_folded and the row-folded kernels): their kernels hold no other body, so
+    // they have registers for what the options kernels could not afford (one bound a load, the window tested a pack
+    // at a time).
+    constexpr bool kFoldedAlone = kHeldBeforeScale<Input> && (sizeof(X) == 4 || kPackedHold);
     static_assert(!Input::kPerRow || (kOptionsHold && (!kRowSteps || kUnmaskedOptions<Input>)), "no such options instance");
 
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
@@ -291,9 +292,12 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 // The packed hold widens at each use, with the scale only: elements past the causal window hold
                 // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
                 // block_regs_packed_options_apply, cluster_plan.cpp; a row's own fold set its pre_factor above, and
-                // its factor is positive).
-                const X excluded = StoreAs<X>::from(neg_inf<C>());
-                for_each_past_window([&](int p, int k) { raw[p].value[k] = excluded; });
+                // its factor is positive). Only where the window ends inside the slice (a test a row, uniform over the
+                // CTA).
+                if (read_count < count) {
+                    const X excluded = StoreAs<X>::from(neg_inf<C>());
+                    for_each_past_window([&](int p, int k) { raw[p].value[k] = excluded; });
+                }
             }
         } else {
 #pragma unroll
@@ -579,11 +583,12 @@ __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
         block_regs_rows<X, Y, kValues, kRowSteps, Input, ForwardOutput>(args);
     } else if (args.log_mode != 0) {
         block_regs_rows<X, Y, kValues, kRowSteps, Input, LogSoftmaxOutput>(args);
-    } else if constexpr (sizeof(X) == 2 && kValues >= 32) {
+    } else if constexpr (sizeof(X) == 2 && kValues == 32) {
         // Softmax of the unmasked set: its scale folded into the exps where the plan allows it. 16-bit x at 32
-        // and 64 values only: the second body cost the 16-value instances 9-12 registers and f32 x's 32 values
-        // more stack, where these kept theirs (docs/performance.md, "options: scale folded into the exp"); f32
-        // x at 32 values folds in an instance of its own (block_regs_softmax_options_folded).
+        // values only: the second body cost the 16-value instances 9-12 registers and f32 x's 32 values more
+        // stack, where these kept theirs (docs/performance.md, "options: scale folded into the exp"); f32 x at 32
+        // values and the packed 64 fold in instances of their own (block_regs_softmax_options_folded and
+        // block_regs_softmax_options_packed_folded).
         with_folded_input<Input, SoftmaxOutput>(args, [&](auto input_tag) {
             block_regs_rows<X, Y, kValues, kRowSteps, typename decltype(input_tag)::type, SoftmaxOutput>(args);
         });
@@ -668,6 +673,14 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_row_folded_packed(c
     block_regs_rows<X, Y, 64, false, RowFoldedInput<X>, SoftmaxOutput>(args);
 }
 
+// Its softmax with the scale folded into the exps, alone in a kernel as f32 x's folded instance is: beside the
+// other two bodies it took 16 bytes of stack, its row's indices in vector registers and a branch a load
+// (docs/performance.md, "options: the packed instance's own cost").
+template <class X, class Y>
+__global__ void __launch_bounds__(512, 2) block_regs_softmax_options_packed_folded(const ParamBlock<BlockRegsParams> args) {
+    block_regs_rows<X, Y, 64, false, RowsOptionsInput<RowsOptionSet::Unmasked, X, true>, SoftmaxOutput>(args);
+}
+
 // Whether the options instance of set kSet has a 32-value form: f16 -> f32's options forms spill there
 // (docs/cuda-kernels.md, "Options instances"), and so do the keep and additive sets' on f32 x, whose 32 values
 // and loaded mask outgrow 64 registers (docs/cuda-kernels.md, "Masks loaded with x").
@@ -731,11 +744,13 @@ const void* block_regs_instance(int values_per_thread, RowsOptionSet set = RowsO
     }
 }
 
-// The folded softmax instance of `values_per_thread` (f32 x at 32 values), or nullptr.
+// The folded softmax instance of `values_per_thread` (f32 x at 32 values, 16-bit x at 64), or nullptr.
 template <class X, class Y>
 const void* block_regs_folded_instance(int values_per_thread) {
     if constexpr (std::is_same_v<X, float> && kRowsOptionsPair<X, Y>) {
         if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_options_folded<X, Y>);
+    } else if constexpr (sizeof(X) == 2 && kRowsOptionsPair<X, Y>) {
+        if (values_per_thread == 64) return reinterpret_cast<const void*>(&block_regs_softmax_options_packed_folded<X, Y>);
     }
     return nullptr;
 }

@@ -67,9 +67,9 @@ const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dty
 // nullptr also for pairs without options instances (kRowsOptionsPair).
 const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread,
                                               RowsOptionSet set);
-// The unmasked set's softmax with its scale folded into the exps, in a kernel of its own (f32 x at 32 values;
-// nullptr for other pairs and value counts, which fold inside their options instance or not at all). For
-// softmax only, with options whose scale folds (rows_scale_folds).
+// The unmasked set's softmax with its scale folded into the exps, in a kernel of its own (f32 x at 32 values,
+// 16-bit x at the packed 64; nullptr for other pairs and value counts, which fold inside their options instance
+// or not at all). For softmax only, with options whose scale folds (rows_scale_folds).
 const void* block_regs_softmax_folded_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
 // The unmasked set's softmax with each row's own scale folded into its exps, for per-row scales (f32 x at 32
 // values, 16-bit x at 64; nullptr for other pairs and value counts, which multiply in their options instance).
