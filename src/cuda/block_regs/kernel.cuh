@@ -172,8 +172,10 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         };
         // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
         Packed<X, kPack> raw[kPacks];
-        // The keep and additive sets' mask packs, loaded with x's (empty for other inputs).
-        using LoadedMask = LoadedMaskPack<Input, kPack>;
+        // The keep and additive sets' mask packs, loaded with x's (empty for other inputs). As words for 16-bit x and y
+        // at 32 values, whose four packs' loads were serialized by the split into elements (LoadedMaskPack); 16-bit x
+        // to f32 split its one-word packs all the same and took stack.
+        using LoadedMask = LoadedMaskPack<Input, kPack, sizeof(X) == 2 && sizeof(Y) == 2 && kValues == 32>;
         typename LoadedMask::Pack mask_packs[kPacks];
         // The staged mask's packs, indexed as x's (pack p * threads + tid); unused without kStagedMask.
         Packed<X, kPack>* staged_mask = nullptr;

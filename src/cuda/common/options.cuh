@@ -511,25 +511,66 @@ __device__ __forceinline__ void with_folded_input(const Params& args, Body&& bod
     body(TypeTag<Input>{});
 }
 
+// A pack's kPack mask elements of type M as the 32-bit words they fill in memory, made from the group either load
+// form read (whole units or element by element). Block-regs' 32-value 16-bit instances hold their loaded masks so:
+// the two forms then meet as words, where as elements the compiler split each unit into them beside its load, and
+// each pack waited there for its mask before the next pack's loads were issued (performance.md, "options: 16-bit
+// masks on 32-value rows").
+template <class M, int kPack>
+struct MaskWords {
+    static_assert(kPack * sizeof(M) % 4 == 0, "whole words");
+    std::uint32_t word[kPack * sizeof(M) / 4];
+
+    MaskWords() = default;
+    __device__ __forceinline__ MaskWords(const MaskGroup<M, kPack>& group) { memcpy(word, group.value, sizeof(word)); }
+};
+
+// KeepMaskPack's bytes held as words: byte k of the pack is byte k % 4 of word k / 4.
+template <int kPack>
+struct KeepMaskWords {
+    MaskWords<unsigned char, kPack> keep;
+    template <class C>
+    __device__ __forceinline__ C operator()(C scaled, int k) const {
+        return (keep.word[k / 4] >> (8 * (k % 4)) & 0xffu) != 0 ? scaled : neg_inf<C>();
+    }
+};
+
+// AdditiveMaskPack's 16-bit elements held as words: element k is the low (k even) or high half of word k / 2,
+// widened from it as x's packs are (bf16: one instruction).
+template <class M, int kPack>
+struct AdditiveMaskWords {
+    static_assert(sizeof(M) == 2, "two elements a word");
+    MaskWords<M, kPack> add;
+    template <class C>
+    __device__ __forceinline__ C operator()(C scaled, int k) const {
+        const std::uint32_t word = add.word[k / 2];
+        if constexpr (std::is_same_v<M, __nv_bfloat16>) {
+            return scaled + __uint_as_float(k % 2 == 0 ? word << 16 : word & 0xffff0000u);
+        } else {
+            return scaled + C(__half2float(__ushort_as_half(static_cast<unsigned short>(k % 2 == 0 ? word : word >> 16))));
+        }
+    }
+};
+
 // The mask packs block-regs loads together with x's packs for an input (kLoaded): the keep set's bytes and the
 // additive set's elements of x's dtype, so a pack's mask is in flight with its values rather than requested
-// when the pack is widened. Other inputs load none (NoMaskPack: empty).
-template <class Input, int kPack>
+// when the pack is widened; kAsWords: held as words (MaskWords). Other inputs load none (NoMaskPack: empty).
+template <class Input, int kPack, bool kAsWords = false>
 struct LoadedMaskPack {
     static constexpr bool kLoaded = false;
     using Pack = NoMaskPack;
     using Element = unsigned char;
 };
-template <class X, int kPack>
-struct LoadedMaskPack<RowsOptionsInput<RowsOptionSet::Keep, X>, kPack> {
+template <class X, int kPack, bool kAsWords>
+struct LoadedMaskPack<RowsOptionsInput<RowsOptionSet::Keep, X>, kPack, kAsWords> {
     static constexpr bool kLoaded = true;
-    using Pack = KeepMaskPack<kPack>;
+    using Pack = std::conditional_t<kAsWords, KeepMaskWords<kPack>, KeepMaskPack<kPack>>;
     using Element = unsigned char;
 };
-template <class X, int kPack>
-struct LoadedMaskPack<RowsOptionsInput<RowsOptionSet::AdditiveOfX, X>, kPack> {
+template <class X, int kPack, bool kAsWords>
+struct LoadedMaskPack<RowsOptionsInput<RowsOptionSet::AdditiveOfX, X>, kPack, kAsWords> {
     static constexpr bool kLoaded = true;
-    using Pack = AdditiveMaskPack<X, kPack>;
+    using Pack = std::conditional_t<kAsWords, AdditiveMaskWords<X, kPack>, AdditiveMaskPack<X, kPack>>;
     using Element = X;
 };
 
