@@ -569,6 +569,47 @@ TEST_CASE("cuda options: the keep and additive sets on block-regs for every pair
     }
 }
 
+TEST_CASE("cuda options: the 32-value keep and additive instances of 16-bit x and y with masks off x's 16-byte phase",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // These instances hold their loaded masks as words (LoadedMaskPack), from whole-unit loads where a row's mask is
+    // aligned as x is and element by element where it is not. Mask rows n + 1 elements apart put row r off by r
+    // elements: rows 0 (and 8) read whole units, the others elements, in the same launch. Rows of 6000 take 32
+    // values (clusters forced: nine rows would take grid-regs), with the special rows and a window ending mid-pack.
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
+    const std::int64_t rows = 9;
+    const std::int64_t n = 6000;
+    for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        HostTensor x = make_tensor(dtype, {rows, n});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        HostTensor keep = random_keep_mask({rows, n}, test_rng(), 0.7, {n + 1, 1});
+        for (std::int64_t j = 0; j < n; ++j) keep.set(6 * (n + 1) + j, false);  // row 6: nothing kept
+        const HostTensor additive = random_additive_mask(dtype, {rows, n}, test_rng(), {n + 1, 1});
+        for (bool log_mode : {false, true}) {
+            HostTensor y = make_tensor(dtype, {rows, n});
+            const HostTensor* const masks[] = {&keep, &additive};
+            for (const HostTensor* mask : masks) {
+                OptionsSpec spec;
+                spec.mask = mask;
+                spec.zero_rows = true;
+                OptionsSpec windowed = spec;
+                windowed.scale = -1.5;
+                windowed.causal = n / 2 + 3;
+                for (const OptionsSpec& s : {spec, windowed}) {
+                    std::string plan;
+                    const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan);
+                    INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
+                    CHECK(mismatch == "");
+                    CHECK(kernel_kind(plan) == "block-regs");
+                    CHECK(plan.find(" values=32 ") != std::string::npos);
+                    CHECK(plan.find(mask == &keep ? " set=keep" : " set=additive") != std::string::npos);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda options: decode rows plain splits at the packed 64 values keep a fast family for every option",
           "[cuda][options]") {
     CudaHandle handle;
