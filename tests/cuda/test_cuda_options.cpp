@@ -569,6 +569,19 @@ TEST_CASE("cuda options: the keep and additive sets on block-regs for every pair
     }
 }
 
+// Checks softmax of `spec` over x's rows (axis 1) on the device against the float64 reference, planned on
+// block-regs with each of `plan_parts` in its plan text; returns the plan.
+std::string check_on_block_regs(smxHandle_t handle, HostTensor& y, const HostTensor& x, bool log_mode,
+                                const OptionsSpec& spec, std::initializer_list<std::string> plan_parts) {
+    std::string plan;
+    const std::string mismatch = check_options_on_device(handle, y, x, 1, log_mode, spec, &plan);
+    INFO(describe_case(y, x, 1, log_mode) << describe_spec(spec) << " | plan: " << plan);
+    CHECK(mismatch == "");
+    CHECK(kernel_kind(plan) == "block-regs");
+    for (const std::string& part : plan_parts) CHECK(plan.find(part) != std::string::npos);
+    return plan;
+}
+
 TEST_CASE("cuda options: the 32-value keep and additive instances of 16-bit x and y with masks off x's 16-byte phase",
           "[cuda][options][sanitize]") {
     CudaHandle handle;
@@ -596,15 +609,8 @@ TEST_CASE("cuda options: the 32-value keep and additive instances of 16-bit x an
                 OptionsSpec windowed = spec;
                 windowed.scale = -1.5;
                 windowed.causal = n / 2 + 3;
-                for (const OptionsSpec& s : {spec, windowed}) {
-                    std::string plan;
-                    const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan);
-                    INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
-                    CHECK(mismatch == "");
-                    CHECK(kernel_kind(plan) == "block-regs");
-                    CHECK(plan.find(" values=32 ") != std::string::npos);
-                    CHECK(plan.find(mask == &keep ? " set=keep" : " set=additive") != std::string::npos);
-                }
+                const char* set = mask == &keep ? " set=keep" : " set=additive";
+                for (const OptionsSpec& s : {spec, windowed}) check_on_block_regs(handle.get(), y, x, log_mode, s, {" values=32 ", set});
             }
         }
     }
@@ -768,13 +774,8 @@ TEST_CASE("cuda options: the additive set's packed 64-value instance (staged mas
         for (bool log_mode : {false, true}) {
             HostTensor y = make_tensor(c.dtype, {rows, c.n});
             for (const OptionsSpec& s : specs) {
-                std::string plan;
-                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan);
-                INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
-                CHECK(mismatch == "");
-                CHECK(kernel_kind(plan) == "block-regs");
-                CHECK(plan.find(" values=64 ") != std::string::npos);
-                CHECK(plan.find(" set=additive") != std::string::npos);
+                const std::string plan = check_on_block_regs(handle.get(), y, x, log_mode, s, {" values=64 ", " set=additive"});
+                INFO(describe_spec(s) << " | plan: " << plan);
                 CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
                 CHECK((plan.find(" cluster=1 ") != std::string::npos) == c.one_cta);
             }
