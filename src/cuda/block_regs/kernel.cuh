@@ -152,10 +152,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         // folds its own scale (FoldedRowValues).
         const auto values = row_held_values<C>(input, row_options);
         int read_count = count;
-        if constexpr (Input::kPerRow) {
-            const std::int64_t slice_read = row_options.read_len - slice_begin;
-            read_count = static_cast<int>(slice_read < 0 ? 0 : (slice_read < count ? slice_read : count));
-        }
+        if constexpr (Input::kPerRow) read_count = static_cast<int>(window_count(row_options.read_len, slice_begin, count));
         // The slice index (head first) of value k of pack p.
         const auto slice_index = [&](int p, int k) { return head + (p * threads + tid) * kPack + k; };
         // Packed holds with a causal window: calls exclude(p, k) for each element k of pack p past the window, one
