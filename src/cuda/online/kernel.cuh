@@ -294,7 +294,7 @@ __device__ __forceinline__ std::int64_t chunk_count(const OnlineRowsParams& args
 
 // A split-row chunk's input transform under a row's options (the unmasked set's RowsOptionsInput `Options` and
 // the row it bound): z = the row's scale times x, or x itself where the launch folds its scale into the exps
-// (then kRaw: 16-bit maxima on packed pairs, turned into z's units through to_shift, as InputValues reads it).
+// (then kRaw: 16-bit maxima on packed pairs, turned into z's units by held_max_to_shift through InputValues).
 template <class Options, class Row>
 struct ChunkOptionsInput {
     static constexpr bool kRaw = Options::kFoldsScale;
@@ -304,10 +304,6 @@ struct ChunkOptionsInput {
     template <class C>
     __device__ __forceinline__ C launch_scale() const {
         return options.template launch_scale<C>();
-    }
-    template <class C>
-    __device__ __forceinline__ C to_shift(C held_max) const {
-        return held_max_to_shift(options, held_max);
     }
     template <class C>
     __device__ __forceinline__ C operator()(C value) const {
