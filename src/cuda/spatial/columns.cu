@@ -99,7 +99,21 @@ struct ScaledRunningStats {
         max = new_max;
         scaled_shift = new_scaled_shift;
     }
-    __device__ __forceinline__ void add(float v) { sum += exp2_approx(fmaf(v, kLog2e, -scaled_shift)); }
+    // A group's terms summed pairwise before they join the running sum: the long chain of additions is one a
+    // group rather than one a value (the same additions, in another order), so the roundings a constant
+    // padding leans one way grow kUnroll times slower (performance.md#spatial-online).
+    template <int N>
+    __device__ __forceinline__ void add_group(const float (&v)[N]) {
+        float terms[N];
+#pragma unroll
+        for (int u = 0; u < N; ++u) terms[u] = exp2_approx(fmaf(v[u], kLog2e, -scaled_shift));
+#pragma unroll
+        for (int width = 1; width < N; width *= 2) {
+#pragma unroll
+            for (int u = 0; u + width < N; u += 2 * width) terms[u] += terms[u + width];
+        }
+        sum += terms[0];
+    }
     // A partial's statistics (its sum of exp(v - partial_max)): the sum weighted by exp(partial_max - shift).
     __device__ __forceinline__ void add_weighted(float partial_max, float partial_sum) {
         sum += partial_sum * exp2_approx(fmaf(partial_max, kLog2e, -scaled_shift));
@@ -138,9 +152,11 @@ __device__ __forceinline__ bool scaled_column_range_stats(const X* x_column, std
                 float group_max = values[0][k];
 #pragma unroll
                 for (int u = 1; u < kUnroll; ++u) group_max = fmaxf(group_max, values[u][k]);
-                segment[k].raise(group_max, widest_shift);
+                float column[kUnroll];
 #pragma unroll
-                for (int u = 0; u < kUnroll; ++u) segment[k].add(values[u][k]);
+                for (int u = 0; u < kUnroll; ++u) column[u] = values[u][k];
+                segment[k].raise(group_max, widest_shift);
+                segment[k].add_group(column);
             }
         }
         // The first segment is the total so far (no combine: most chunks are one segment).
