@@ -728,16 +728,16 @@ HostTensor additive_mask_with_specials(smxDataType_t dtype, std::int64_t rows, s
 TEST_CASE("cuda options: the additive set's packed 64-value instance (staged mask) against the reference",
           "[cuda][options][sanitize]") {
     CudaHandle handle;
-    // 16-bit x and y whose plain plan holds the packed 64: one CTA a row (8192: 128 threads) and clusters (32768,
-    // and 40001, odd: rows at other 16-byte phases than the shared mask, which is then copied element by element).
-    // Clusters forced: a few long rows would take grid-regs.
+    // 16-bit x and y whose plain plan holds the packed 64, in clusters only (the staged instance is never planned
+    // for one CTA a row): 20000 (the 32-value instance's one CTA would fit one per SM), 32768, and 40001, odd: rows
+    // at other 16-byte phases than the shared mask, which is then copied element by element. Clusters forced: a
+    // few long rows would take grid-regs.
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
     struct Case {
         smxDataType_t dtype;
         std::int64_t n;
-        bool one_cta;
     };
-    const Case cases[] = {{SMX_DTYPE_BF16, 8192, true}, {SMX_DTYPE_F16, 32768, false}, {SMX_DTYPE_BF16, 40001, false}};
+    const Case cases[] = {{SMX_DTYPE_BF16, 20000}, {SMX_DTYPE_F16, 32768}, {SMX_DTYPE_BF16, 40001}};
     const std::int64_t rows = 7;
     for (const Case& c : cases) {
         const std::string plain = plan_for_rows(handle.get(), c.dtype, c.dtype, rows, c.n);
@@ -777,7 +777,7 @@ TEST_CASE("cuda options: the additive set's packed 64-value instance (staged mas
                 const std::string plan = check_on_block_regs(handle.get(), y, x, log_mode, s, {" values=64 ", " set=additive"});
                 INFO(describe_spec(s) << " | plan: " << plan);
                 CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
-                CHECK((plan.find(" cluster=1 ") != std::string::npos) == c.one_cta);
+                CHECK(plan.find(" cluster=1 ") == std::string::npos);
             }
         }
     }
@@ -813,13 +813,34 @@ TEST_CASE("cuda options: additive masks of 16-bit x off the staged instance: per
     }
 }
 
+TEST_CASE("cuda options: 16-bit additive masks on rows one CTA holds take the 32-value instance, not the staged one",
+          "[cuda][options]") {
+    // Rows of 8192 and 16384, whose plain plans hold the packed 64: with an additive mask the 32-value instance in one
+    // CTA of 256 and 512 threads (performance.md#block-regs, staged masks).
+    CudaHandle handle;
+    for (const std::int64_t n : {std::int64_t{8192}, std::int64_t{16384}}) {
+        const std::int64_t rows = 4096;
+        const HostTensor mask = random_additive_mask(SMX_DTYPE_BF16, {n}, test_rng());
+        OptionsSpec additive;
+        additive.mask = &mask;
+        const std::string plain = plan_for_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, rows, n);
+        const std::string plan = options_plan_for_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, rows, n, &additive);
+        INFO("plain: " << plain << " | additive: " << plan);
+        CHECK(plain.find(" values=64 ") != std::string::npos);
+        CHECK(plan.find("cuda block-regs values=32 ") == 0);
+        CHECK(plan.find(" cluster=1 ") != std::string::npos);
+        CHECK(plan.find("staged_mask") == std::string::npos);
+    }
+}
+
 TEST_CASE("cuda options: batch invariance on the staged additive instance, bit for bit across row counts and positions",
           "[cuda][options]") {
     CudaHandle handle;
     // A probe row and a mask shared by every row (row stride 0), at position 0 of 1 row, 3 of 5 and 9 of 40: the
-    // same plan (cluster and CTA from the row length alone), so the same bits.
+    // same plan (cluster and CTA from the row length alone), so the same bits. 20000: a row the staged instance holds
+    // in a cluster.
     for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
-        const std::int64_t n = 16384;
+        const std::int64_t n = 20000;
         HostTensor probe = make_tensor(dtype, {n});
         fill_random(probe, test_rng());
         HostTensor mask = random_additive_mask(dtype, {n}, test_rng());

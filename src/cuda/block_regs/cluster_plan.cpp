@@ -88,6 +88,9 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const PlanContext& conte
                 std::max<std::int64_t>(round_up(ceil_div(slice_len, values), 32), regs_min_threads(values, context));
             if (threads > max_threads || threads > instance_max_threads) continue;
             const std::size_t shared_bytes = regs_shared_bytes(info, context, values, static_cast<int>(threads));
+            // The staged packed instance lost to the 32-value one wherever it held a row in one CTA
+            // (performance.md#block-regs, staged masks).
+            if (cluster == 1 && shared_bytes > 0) continue;
             int ctas_per_sm = 0;
             SMX_RETURN_IF_ERROR(regs_ctas_per_sm(context, kernel, static_cast<int>(threads), shared_bytes, &ctas_per_sm));
             if (ctas_per_sm == 0) continue;
