@@ -225,9 +225,9 @@ const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& co
 
 std::size_t regs_shared_bytes(const SoftmaxInfo& info, const PlanContext& context, int values, int threads) {
     if (!info.options.any()) return 0;
-    const bool staged = block_regs_stages_mask(values, regs_option_set_for(info, context), dtype_size(info.x_dtype),
-                                               dtype_size(info.y_dtype));
-    return staged ? block_regs_mask_stage_bytes(threads) : 0;
+    const std::size_t x_size = dtype_size(info.x_dtype);
+    const bool staged = block_regs_stages_mask(values, regs_option_set_for(info, context), x_size, dtype_size(info.y_dtype));
+    return staged ? block_regs_mask_stage_bytes(threads, values, x_size) : 0;
 }
 
 smxStatus_t regs_ctas_per_sm(const PlanContext& context, const void* kernel, int threads, std::size_t shared_bytes,

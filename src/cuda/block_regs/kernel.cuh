@@ -67,13 +67,13 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // waits at the grid barrier and writes; the threads take their packs from there.
     constexpr bool kStagedSteps = kRowSteps && kHasBulkCopy && kPackBytes == 16;
     static_assert((kPackBytes == 16) == (sizeof(X) >= sizeof(Y)), "grid_regs_steps_shared_bytes' condition");
-    // The additive set's packed hold: x packed in registers as plain holds it, its mask packs copied into this
-    // thread's slots of dynamic shared memory (cp.async: in flight with x without holding a register) and read
-    // there at each use of a value, so the row keeps plain's threads and cluster (docs/cuda-kernels.md,
-    // "Additive masks on the packed hold").
-    constexpr bool kStagedMask = kPackedHold && kAdditiveOfXOptions<Input>;
-    static_assert(!kStagedMask || block_regs_stages_mask(kValues, RowsOptionSet::AdditiveOfX, sizeof(X), sizeof(Y)),
-                  "the plan sizes the stage by block_regs_stages_mask");
+    // The additive set's packed hold of 16-bit x and f32 x's 32 values: x in registers as plain holds it, its
+    // mask packs copied into this thread's slots of dynamic shared memory (cp.async: in flight with x without
+    // holding a register), so the row keeps plain's threads and cluster. The packed hold reads them at each use
+    // of a value, the widened hold once, as it widens (docs/cuda-kernels.md, "Additive masks on the packed hold"
+    // and "f32 additive masks staged").
+    constexpr bool kStagedMask =
+        kAdditiveOfXOptions<Input> && block_regs_stages_mask(kValues, RowsOptionSet::AdditiveOfX, sizeof(X), sizeof(Y));
     // Options instances hold at most kBlockRegsOptionsMaxValues widened values, or the packed hold for the
     // unmasked set (no mask to read at each use) and the additive set (its mask staged), and take row steps for
     // the unmasked set only.
@@ -169,15 +169,17 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         };
         // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
         Packed<X, kPack> raw[kPacks];
-        // The keep and additive sets' mask packs, loaded with x's (empty for other inputs). As words for 16-bit x and y
-        // at 32 values, whose four packs' loads were serialized by the split into elements (LoadedMaskPack); 16-bit x
-        // to f32 split its one-word packs all the same and took stack.
+        // The keep and additive sets' mask packs, loaded with x's (empty for other inputs; f32 x's staged mask: each
+        // taken from shared memory as its pack is widened). As words for 16-bit x and y at 32 values, whose four
+        // packs' loads were serialized by the split into elements (LoadedMaskPack); 16-bit x to f32 split its
+        // one-word packs all the same and took stack.
         using LoadedMask = LoadedMaskPack<Input, kPack, sizeof(X) == 2 && sizeof(Y) == 2 && kValues == 32>;
         typename LoadedMask::Pack mask_packs[kPacks];
         // The staged mask's packs, indexed as x's (pack p * threads + tid); unused without kStagedMask.
         Packed<X, kPack>* staged_mask = nullptr;
         if constexpr (kStagedMask) {
-            extern __shared__ __align__(16) unsigned char mask_stage[];  // block_regs_mask_stage_bytes(threads)
+            // block_regs_mask_stage_bytes(threads, kValues, sizeof(X))
+            extern __shared__ __align__(16) unsigned char mask_stage[];
             staged_mask = reinterpret_cast<Packed<X, kPack>*>(mask_stage);
         }
         if constexpr (kStagedSteps) {
@@ -241,14 +243,17 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 }
             }
             wait_async_copies();  // this thread's own copies: no barrier needed to read them
-            // Past the causal window both x and the mask hold -inf, so z = scale * -inf + -inf = -inf whatever the
-            // mask held there (+inf or NaN would otherwise give NaN); the plan sends causal rows here only with a
-            // scale positive in float (block_regs_packed_options_apply, cluster_plan.cpp).
-            const X excluded = StoreAs<X>::from(neg_inf<C>());
-            for_each_past_window([&](int p, int k) {
-                raw[p].value[k] = excluded;
-                staged_mask[p * threads + tid].value[k] = excluded;
-            });
+            if constexpr (kPackedHold) {
+                // Past the causal window both x and the mask hold -inf, so z = scale * -inf + -inf = -inf whatever
+                // the mask held there (+inf or NaN would otherwise give NaN); the plan sends causal rows here only
+                // with a scale positive in float (block_regs_packed_options_apply, cluster_plan.cpp). The widened
+                // hold sets -inf past the window as it widens.
+                const X excluded = StoreAs<X>::from(neg_inf<C>());
+                for_each_past_window([&](int p, int k) {
+                    raw[p].value[k] = excluded;
+                    staged_mask[p * threads + tid].value[k] = excluded;
+                });
+            }
         } else if constexpr (LoadedMask::kLoaded) {
             const auto read_mask_pack = mask_pack_reader<typename LoadedMask::Pack, typename LoadedMask::Element, kPack>(
                 row_options.mask_row, slice_begin + head);
@@ -316,14 +321,16 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         bool loaded[kPacks];
         C held[kPackedHold ? 1 : kValues];  // widened values (packed hold: raw is what the thread holds)
         if constexpr ((kUnmaskedOptions<Input> || LoadedMask::kLoaded) && !kPackedHold) {
-            // The unmasked, keep and additive sets: the plain widen, z = mask(scale * x) with the pack's loaded
-            // mask (none for the unmasked set), -inf past the causal window (packs past it loaded nothing: their
-            // values are all replaced). 16-bit x tests the window once a pack, its elements only in a pack that
+            // The unmasked, keep and additive sets: the plain widen, z = mask(scale * x) with the pack's loaded or
+            // staged mask (none for the unmasked set), -inf past the causal window (packs past it loaded nothing:
+            // their values are all replaced). 16-bit x tests the window once a pack, its elements only in a pack that
             // reaches past it, rather than a test and a select for every element.
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 loaded[p] = p * threads + tid < body_packs;
                 widen_pack(raw[p], &held[p * kPack]);
+                // A staged mask's pack comes from this thread's slot of shared memory, as the loaded one would.
+                if constexpr (kStagedMask) mask_packs[p] = additive_mask_pack_of(staged_mask[p * threads + tid]);
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scaled(held[p * kPack + k]), k);
                 // (f32 x tests every value but in the folded instance: the branch cost the options kernels'
@@ -373,7 +380,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             }
         }
         const auto value = [&](int i) -> C {
-            if constexpr (kStagedMask) {
+            if constexpr (kStagedMask && kPackedHold) {
                 // z = scale * x + mask, the product rounded on its own as the widened bodies round it.
                 const Packed<X, kPack> mask = staged_mask[(i / kPack) * threads + tid];
                 return row_options.scaled(widen_element_on_use(raw[i / kPack], i % kPack)) +
@@ -680,9 +687,18 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_options_packed_fold
     block_regs_rows<X, Y, 64, false, RowsOptionsInput<RowsOptionSet::Unmasked, X, true>, SoftmaxOutput>(args);
 }
 
+// f32 x's additive set at kBlockRegsStagedF32Values values with its mask staged (block_regs_stages_mask), a kernel
+// per mode: with both modes' bodies in one kernel it took stack, where each alone fits 64 registers
+// (docs/cuda-kernels.md, "f32 additive masks staged"). The plain kernels' launch bounds.
+template <class X, class Y, class Output>
+__global__ void __launch_bounds__(1024) block_regs_softmax_options_staged(const ParamBlock<BlockRegsParams> args) {
+    block_regs_rows<X, Y, kBlockRegsStagedF32Values, false, RowsOptionsInput<RowsOptionSet::AdditiveOfX, X>, Output>(args);
+}
+
 // Whether the options instance of set kSet has a 32-value form: f16 -> f32's options forms spill there
 // (docs/cuda-kernels.md, "Options instances"), and so do the keep and additive sets' on f32 x, whose 32 values
-// and loaded mask outgrow 64 registers (docs/cuda-kernels.md, "Masks loaded with x").
+// and loaded mask outgrow 64 registers (docs/cuda-kernels.md, "Masks loaded with x"). f32 x's additive set has a
+// 32-value form with its mask staged instead, which its own search takes (block_regs_staged_mask_instance).
 template <class X, class Y, RowsOptionSet kSet>
 constexpr bool kOptionsHold32 = !(std::is_same_v<X, __half> && std::is_same_v<Y, float>) &&
                                 (sizeof(X) == 2 || !LoadedMaskPack<RowsOptionsInput<kSet, X>, 4>::kLoaded);
@@ -707,6 +723,18 @@ const void* block_regs_options_instance(int values_per_thread) {
             return nullptr;
         default: return nullptr;
     }
+}
+
+// f32 x's additive set at kBlockRegsStagedF32Values values, its mask staged in shared memory (block_regs_stages_mask),
+// for softmax or log-softmax (`log_mode`), or nullptr for other x and pairs without options instances.
+template <class X, class Y>
+const void* block_regs_staged_mask_instance(bool log_mode) {
+    if constexpr (std::is_same_v<X, float> && kRowsOptionsPair<X, Y>) {
+        static_assert(block_regs_stages_mask(kBlockRegsStagedF32Values, RowsOptionSet::AdditiveOfX, sizeof(X), sizeof(Y)));
+        return log_mode ? reinterpret_cast<const void*>(&block_regs_softmax_options_staged<X, Y, LogSoftmaxOutput>)
+                        : reinterpret_cast<const void*>(&block_regs_softmax_options_staged<X, Y, SoftmaxOutput>);
+    }
+    return nullptr;
 }
 
 // The plain kernel of `values_per_thread`, or with kOptions its options instance for `set` (pairs of

@@ -1,6 +1,6 @@
 // options.cu - the block-regs family's options instances (RowsOptionsInput, every RowsOptionSet) for the pairs of
-// kRowsOptionsPair: block-regs and grid-regs plans of problems with options (Rows layout); and grid-regs-steps'
-// instances of the unmasked set; the per-row folded instances.
+// kRowsOptionsPair: block-regs and grid-regs plans of problems with options (Rows layout); f32 x's additive
+// instance with its mask staged; grid-regs-steps' instances of the unmasked set; the per-row folded instances.
 #include "cuda/block_regs/kernel.cuh"
 
 namespace smx::cuda {
@@ -10,6 +10,12 @@ const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType
     return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread, set](auto x_tag, auto y_tag) -> const void* {
         return block_regs_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type, true>(values_per_thread,
                                                                                                        set);
+    });
+}
+
+const void* block_regs_staged_mask_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool log_mode) {
+    return visit_dtype_pair(x_dtype, y_dtype, [log_mode](auto x_tag, auto y_tag) -> const void* {
+        return block_regs_staged_mask_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type>(log_mode);
     });
 }
 

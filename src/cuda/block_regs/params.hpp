@@ -47,17 +47,25 @@ constexpr int kBlockRegsMaxThreads = 1024;
 constexpr int kBlockRegsOptionsMaxValues = 32;
 // Values per thread of the packed hold.
 constexpr int kBlockRegsPackedValues = 64;
+// Values per thread of f32 x's additive instance whose mask waits in shared memory (block_regs_stages_mask).
+constexpr int kBlockRegsStagedF32Values = 32;
 
 // Whether the block-regs options instance of `values` per thread for `set` and an x and y of x_size and y_size
-// bytes stages its mask in dynamic shared memory (the additive set's packed hold of 16-bit x and y: x packed in
-// registers, its mask copied into shared memory with it and read there at each use of a value).
+// bytes stages its mask in dynamic shared memory: x held in registers as plain holds it, its mask copied into
+// shared memory with it instead of into registers. The additive set's packed hold of 16-bit x and y reads the
+// mask there at each use of a value; f32 x's 32 widened values read it once, as they are widened
+// (docs/cuda-kernels.md, "Additive masks on the packed hold" and "f32 additive masks staged").
 constexpr bool block_regs_stages_mask(int values, RowsOptionSet set, std::size_t x_size, std::size_t y_size) {
-    return values == kBlockRegsPackedValues && set == RowsOptionSet::AdditiveOfX && x_size == 2 && y_size == 2;
+    if (set != RowsOptionSet::AdditiveOfX) return false;
+    const bool packed_16_bit = values == kBlockRegsPackedValues && x_size == 2 && y_size == 2;
+    const bool widened_f32 = values == kBlockRegsStagedF32Values && x_size == 4;
+    return packed_16_bit || widened_f32;
 }
 
-// Dynamic shared memory of such an instance's CTA of `threads`: its slice's mask, 2 bytes an element.
-constexpr std::size_t block_regs_mask_stage_bytes(int threads) {
-    return static_cast<std::size_t>(threads) * kBlockRegsPackedValues * 2;
+// Dynamic shared memory of such an instance's CTA of `threads` at `values` per thread: its slice's mask, an
+// element of x's x_size bytes for each value.
+constexpr std::size_t block_regs_mask_stage_bytes(int threads, int values, std::size_t x_size) {
+    return static_cast<std::size_t>(threads) * static_cast<std::size_t>(values) * x_size;
 }
 constexpr int kBlockRegsMaxCluster = 16;  // above 8 needs cudaFuncAttributeNonPortableClusterSizeAllowed
 
@@ -67,6 +75,11 @@ const void* block_regs_softmax_kernel(smxDataType_t x_dtype, smxDataType_t y_dty
 // nullptr also for pairs without options instances (kRowsOptionsPair).
 const void* block_regs_softmax_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread,
                                               RowsOptionSet set);
+// f32 x's additive set at kBlockRegsStagedF32Values values per thread, its mask staged in dynamic shared memory
+// (block_regs_stages_mask), for softmax or log-softmax (`log_mode`: a kernel per mode) and the block-regs search
+// that asks for it alone (block_regs_softmax_options_kernel has no 32-value additive instance for f32 x); nullptr
+// for other x and for pairs without options instances.
+const void* block_regs_staged_mask_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, bool log_mode);
 // The unmasked set's softmax with its scale folded into the exps, in a kernel of its own (f32 x at 32 values,
 // 16-bit x at the packed 64; nullptr for other pairs and value counts, which fold inside their options instance
 // or not at all). For softmax only, with options whose scale folds (rows_scale_folds).

@@ -244,6 +244,16 @@ struct AdditiveMaskPack {
     }
 };
 
+// The additive mask pack of kPack elements a kernel staged in shared memory as a Packed (block-regs' f32 x at 32
+// values), for the widen that applies loaded packs.
+template <class M, int kPack>
+__device__ __forceinline__ AdditiveMaskPack<M, kPack> additive_mask_pack_of(const Packed<M, kPack>& staged) {
+    AdditiveMaskPack<M, kPack> pack;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) pack.add.value[k] = staged.value[k];
+    return pack;
+}
+
 // Reads the mask pack of pack `pack` of a slice's body (one reader per mask kind and type).
 template <class Pack, class M, int kPack>
 struct MaskPackReader {
