@@ -15,13 +15,23 @@ constexpr int kPackedValues = 64;
 
 // What a search accepts: at least min_ctas_per_sm CTAs per SM and at least good_utilization of the register
 // slots holding elements; only_values (0: any) limits it to one instance, max_cluster (0: the device's and
-// the preferences' limit) to clusters of at most that many CTAs.
+// the preferences' limit) to clusters of at most that many CTAs. staged_f32_mask: the search tries f32 x's
+// additive instance with its mask staged (block_regs_staged_mask_kernel) in place of block_regs_kernel_for's.
 struct RegsSearch {
     int min_ctas_per_sm;
     double good_utilization;
     int only_values = 0;
     int max_cluster = 0;
+    bool staged_f32_mask = false;
 };
+
+// The kernel a search tries at `values` per thread (nullptr: none).
+const void* regs_search_kernel(const SoftmaxInfo& info, const PlanContext& context, const RegsSearch& search,
+                               int values) {
+    if (!search.staged_f32_mask) return block_regs_kernel_for(info, context, values);
+    if (values != kBlockRegsStagedF32Values) return nullptr;
+    return block_regs_staged_mask_kernel(info.x_dtype, info.y_dtype, info.is_log());
+}
 
 // better_register_configuration with more values per thread ranking higher, but the packed instance first
 // only for 16-bit outputs (packed_first) and last otherwise.
@@ -80,7 +90,7 @@ smxStatus_t search_regs_config(const SoftmaxInfo& info, const PlanContext& conte
         for (int values : kBlockRegsValueCounts) {
             if (search.only_values != 0 && values != search.only_values) continue;
             if (cluster > 1 && !regs_instance_clusters(info, context, values)) continue;
-            const void* kernel = block_regs_kernel_for(info, context, values);
+            const void* kernel = regs_search_kernel(info, context, search, values);
             if (kernel == nullptr) continue;
             int instance_max_threads = 0;
             SMX_RETURN_IF_ERROR(max_threads_of(kernel, "block-regs", &instance_max_threads));
@@ -141,6 +151,15 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& conte
         if (choice->ctas_per_sm < tuning.f32_fallback_min_ctas_per_sm) {
             SMX_RETURN_IF_ERROR(take_if_found(
                 info, context, RegsSearch{tuning.f32_fallback_min_ctas_per_sm, tuning.good_utilization}, choice));
+        }
+        // An additive mask still below that: its 32-value instance, the mask staged in shared memory, at as many
+        // CTAs per SM (plain's configuration where that holds the row; performance.md, "options: f32 additive
+        // masks staged").
+        if (choice->ctas_per_sm < tuning.f32_fallback_min_ctas_per_sm &&
+            regs_option_set_for(info, context) == RowsOptionSet::AdditiveOfX) {
+            const RegsSearch staged{tuning.f32_fallback_min_ctas_per_sm, tuning.good_utilization,
+                                    kBlockRegsStagedF32Values, 0, true};
+            SMX_RETURN_IF_ERROR(take_if_found(info, context, staged, choice));
         }
     } else {
         // 16-bit -> 16-bit given packed CTAs that fit only min_ctas_per_sm: the packed search; given one packed

@@ -55,7 +55,7 @@ RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& co
 const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values);
 
 // Dynamic shared memory a block-regs or grid-regs CTA of `threads` at `values` per thread needs for the problem:
-// the staged mask of the additive set's packed instance (block_regs_stages_mask), else 0.
+// the staged mask of the additive set's packed instance or of f32 x's 32-value one (block_regs_stages_mask), else 0.
 std::size_t regs_shared_bytes(const SoftmaxInfo& info, const PlanContext& context, int values, int threads);
 
 // CTAs per SM of block-regs `kernel` at `threads` and `shared_bytes` of dynamic shared memory (0 where they
@@ -72,8 +72,8 @@ std::string staged_mask_note(std::size_t shared_bytes);
 // (block_regs_softmax_row_folded_kernel), else "".
 const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int values);
 
-// The configuration for a row: the default search, then the searches for f32 x and for packed 16-bit x
-// (performance.md#block-regs).
+// The configuration for a row: the default search, then the searches for f32 x (the last of them for an additive
+// mask on its staged instance: block_regs_staged_mask_kernel) and for packed 16-bit x (performance.md#block-regs).
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& context, RegsChoice* choice);
 
 // The parameters every block-regs plan starts from: the problem's rows and `slice_len` elements per CTA.
