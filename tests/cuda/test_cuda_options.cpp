@@ -517,9 +517,10 @@ TEST_CASE("cuda options: masks on the lastdim grid's block-regs rows plan the ke
           "[cuda][options]") {
     CudaHandle handle;
     // The benchmark's block-regs shapes (bench/, --group lastdim). A boolean mask and an additive mask of x's
-    // dtype plan their own set on plain's family; f32 x's additive set has no 32-value instance (x and its mask
-    // outgrow 64 registers a thread), so it plans 8 or 16 values, and f32 x's keep mask stays on the any set. The
-    // override plans the any set, as before.
+    // dtype plan their own set on plain's family; f32 x's additive set has no 32-value instance that loads its mask
+    // (x and its mask outgrow 64 registers a thread), so it plans 8 or 16 values, or 32 with the mask staged
+    // (staged_mask=) where 16 stay below 4 CTAs per SM, and f32 x's keep mask stays on the any set. The override
+    // plans the any set, as before.
     struct Case {
         std::int64_t rows, row_len;
     };
@@ -541,7 +542,9 @@ TEST_CASE("cuda options: masks on the lastdim grid's block-regs rows plan the ke
                 INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
                 CHECK(kernel_kind(plan) == kernel_kind(plain));
                 CHECK(plan.find(set) != std::string::npos);
-                if (dtype == SMX_DTYPE_F32 && !f32_keep) CHECK(plan.find("values=32") == std::string::npos);
+                if (dtype == SMX_DTYPE_F32 && !f32_keep) {
+                    CHECK((plan.find("values=32") != std::string::npos) == (plan.find(" staged_mask=") != std::string::npos));
+                }
                 ScopedEnvironment any("SMX_CUDA_OPTION_SET", "any");
                 const std::string old_form = options_plan_for_rows(handle.get(), dtype, dtype, c.rows, c.row_len, spec);
                 INFO("any: " << old_form);
@@ -712,9 +715,8 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
     }
 }
 
-// An additive mask of x's dtype on rows (rows, n) of 16-bit x and y whose plain plan holds the packed 64: -inf
-// entries scattered over row 0, a NaN entry in row 1, a +inf entry in row 5, the whole of row 6 -inf (nothing
-// kept), the rest random.
+// An additive mask of x's dtype on rows (rows, n) for the staged instances: -inf entries scattered over row 0, a
+// NaN entry in row 1, a +inf entry in row 5, the whole of row 6 -inf (nothing kept), the rest random.
 HostTensor additive_mask_with_specials(smxDataType_t dtype, std::int64_t rows, std::int64_t n) {
     HostTensor mask = random_additive_mask(dtype, {rows, n}, test_rng());
     std::uniform_int_distribution<std::int64_t> column(0, n - 1);
@@ -723,6 +725,43 @@ HostTensor additive_mask_with_specials(smxDataType_t dtype, std::int64_t rows, s
     mask.set(5 * n + column(test_rng()), kInf);
     for (std::int64_t j = 0; j < n; ++j) mask.set(6 * n + j, -kInf);
     return mask;
+}
+
+// The specs the staged additive instances are checked with on rows of n: `per_row`'s mask alone and with masked
+// rows zero (row 6 writes 0, log: -inf), `shared`'s (row stride 0) with a negative scale, `per_row`'s with causal
+// windows ending inside a pack (0: rows keep r + 1 elements, masked rows zero; n / 3 + 1) and a scale, `shared`'s
+// with a window before rows 0 and 1 begin (nothing kept), and where `row_scale` is given `per_row`'s with it.
+std::vector<OptionsSpec> staged_additive_specs(const HostTensor& per_row, const HostTensor& shared, std::int64_t n,
+                                               const HostTensor* row_scale = nullptr) {
+    std::vector<OptionsSpec> specs;
+    OptionsSpec spec;
+    spec.mask = &per_row;
+    specs.push_back(spec);
+    spec.zero_rows = true;
+    specs.push_back(spec);
+    spec = {};
+    spec.mask = &shared;
+    spec.scale = -1.5;
+    specs.push_back(spec);
+    for (const std::int64_t k : {std::int64_t{0}, n / 3 + 1}) {
+        spec = {};
+        spec.mask = &per_row;
+        spec.causal = k;
+        spec.scale = 0.37;
+        spec.zero_rows = k == 0;
+        specs.push_back(spec);
+    }
+    spec = {};
+    spec.mask = &shared;
+    spec.causal = -2;
+    specs.push_back(spec);
+    if (row_scale != nullptr) {
+        spec = {};
+        spec.mask = &per_row;
+        spec.scale_tensor = row_scale;
+        specs.push_back(spec);
+    }
+    return specs;
 }
 
 TEST_CASE("cuda options: the additive set's packed 64-value instance (staged mask) against the reference",
@@ -749,31 +788,9 @@ TEST_CASE("cuda options: the additive set's packed 64-value instance (staged mas
         const HostTensor per_row = additive_mask_with_specials(c.dtype, rows, c.n);
         HostTensor shared = random_additive_mask(c.dtype, {c.n}, test_rng());  // row stride 0
         shared.set(c.n / 2, -kInf);
-        std::vector<OptionsSpec> specs;
-        OptionsSpec spec;
-        spec.mask = &per_row;
-        specs.push_back(spec);
-        spec.zero_rows = true;  // row 6 writes 0 (log: -inf)
-        specs.push_back(spec);
-        spec = {};
-        spec.mask = &shared;
-        spec.scale = -1.5;
-        specs.push_back(spec);
-        for (const std::int64_t k : {std::int64_t{0}, c.n / 3 + 1}) {  // windows ending inside a pack
-            spec = {};
-            spec.mask = &per_row;
-            spec.causal = k;
-            spec.scale = 0.37;
-            spec.zero_rows = k == 0;
-            specs.push_back(spec);
-        }
-        spec = {};
-        spec.mask = &shared;
-        spec.causal = -2;  // rows 0 and 1 keep nothing
-        specs.push_back(spec);
         for (bool log_mode : {false, true}) {
             HostTensor y = make_tensor(c.dtype, {rows, c.n});
-            for (const OptionsSpec& s : specs) {
+            for (const OptionsSpec& s : staged_additive_specs(per_row, shared, c.n)) {
                 const std::string plan = check_on_block_regs(handle.get(), y, x, log_mode, s, {" values=64 ", " set=additive"});
                 INFO(describe_spec(s) << " | plan: " << plan);
                 CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
@@ -833,48 +850,132 @@ TEST_CASE("cuda options: 16-bit additive masks on rows one CTA holds take the 32
     }
 }
 
+// Batch invariance on a staged additive instance: a probe row of n and a mask shared by every row (row stride 0),
+// at position 0 of 1 row, 3 of 5 and 9 of 40, take the same plan (cluster and CTA from the row length alone, the
+// stage named) and so the same bits, each matching the reference.
+void check_staged_batch_invariance(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t n) {
+    HostTensor probe = make_tensor(x_dtype, {n});
+    fill_random(probe, test_rng());
+    HostTensor mask = random_additive_mask(x_dtype, {n}, test_rng());
+    mask.set(7, -kInf);
+    for (bool log_mode : {false, true}) {
+        std::vector<std::vector<std::uint32_t>> bits;
+        std::vector<std::string> plans;
+        for (const auto& [rows, position] : {std::pair<std::int64_t, std::int64_t>{1, 0}, {5, 3}, {40, 9}}) {
+            HostTensor x = make_tensor(x_dtype, {rows, n});
+            fill_random(x, test_rng());
+            for (std::int64_t j = 0; j < n; ++j) x.set(position * n + j, probe.get(j));
+            OptionsSpec spec;
+            spec.mask = &mask;
+            spec.scale = 0.5;
+            spec.batch_invariant = true;
+            HostTensor y = make_tensor(y_dtype, {rows, n});
+            std::string plan;
+            const std::string mismatch = check_options_on_device(handle, y, x, 1, log_mode, spec, &plan);
+            INFO(dtype_name(x_dtype) << "->" << dtype_name(y_dtype) << " " << rows << " rows | plan: " << plan);
+            CHECK(mismatch == "");
+            CHECK(plan.find(" staged_mask=") != std::string::npos);
+            plans.push_back(without_grid(plan));
+            std::vector<std::uint32_t> row(static_cast<std::size_t>(n));
+            for (std::int64_t j = 0; j < n; ++j) {
+                const float value = static_cast<float>(y.get(position * n + j));
+                std::memcpy(&row[static_cast<std::size_t>(j)], &value, 4);
+            }
+            bits.push_back(row);
+        }
+        CHECK(plans[1] == plans[0]);
+        CHECK(plans[2] == plans[0]);
+        CHECK(bits[1] == bits[0]);
+        CHECK(bits[2] == bits[0]);
+    }
+}
+
 TEST_CASE("cuda options: batch invariance on the staged additive instance, bit for bit across row counts and positions",
           "[cuda][options]") {
     CudaHandle handle;
-    // A probe row and a mask shared by every row (row stride 0), at position 0 of 1 row, 3 of 5 and 9 of 40: the
-    // same plan (cluster and CTA from the row length alone), so the same bits. 20000: a row the staged instance holds
-    // in a cluster.
-    for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
-        const std::int64_t n = 20000;
-        HostTensor probe = make_tensor(dtype, {n});
-        fill_random(probe, test_rng());
-        HostTensor mask = random_additive_mask(dtype, {n}, test_rng());
-        mask.set(7, -kInf);
+    // 20000: a row the staged packed instance holds in a cluster.
+    for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) check_staged_batch_invariance(handle.get(), dtype, dtype, 20000);
+}
+
+TEST_CASE("cuda options: f32 additive masks on the staged 32-value instance against the reference",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // f32 rows whose additive plan at 16 values stays below 4 CTAs per SM, so their mask is staged: 128256 (plain's
+    // cluster of 16 CTAs of 256 threads) and 100003, odd: rows at other 16-byte phases than the shared mask, which
+    // is then copied element by element, each row's slices peeled at another head. The widened instance takes
+    // per-row scales too, special ones included (0, negative, huge, NaN, infinite). Clusters forced: seven rows
+    // would take grid-regs.
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
+    struct Case {
+        smxDataType_t y_dtype;
+        std::int64_t n;
+    };
+    const Case cases[] = {{SMX_DTYPE_F32, 128256}, {SMX_DTYPE_F32, 100003}, {SMX_DTYPE_BF16, 100003}};
+    const std::int64_t rows = 7;
+    for (const Case& c : cases) {
+        HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, c.n});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        const HostTensor per_row = additive_mask_with_specials(SMX_DTYPE_F32, rows, c.n);
+        HostTensor shared = random_additive_mask(SMX_DTYPE_F32, {c.n}, test_rng());  // row stride 0
+        shared.set(c.n / 2, -kInf);
+        HostTensor row_scale = make_tensor(SMX_DTYPE_F32, {rows});
+        fill_random(row_scale, test_rng(), 2.0);
+        const double factors[] = {0.0, -2.5, 1e30, kNaN, kInf, 1e-30, -kInf};
+        for (std::int64_t r = 0; r < rows; ++r) row_scale.set(r, factors[r]);
         for (bool log_mode : {false, true}) {
-            std::vector<std::vector<std::uint32_t>> bits;
-            std::vector<std::string> plans;
-            for (const auto& [rows, position] : {std::pair<std::int64_t, std::int64_t>{1, 0}, {5, 3}, {40, 9}}) {
-                HostTensor x = make_tensor(dtype, {rows, n});
-                fill_random(x, test_rng());
-                for (std::int64_t j = 0; j < n; ++j) x.set(position * n + j, probe.get(j));
-                OptionsSpec spec;
-                spec.mask = &mask;
-                spec.scale = 0.5;
-                spec.batch_invariant = true;
-                HostTensor y = make_tensor(dtype, {rows, n});
-                std::string plan;
-                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, spec, &plan);
-                INFO(rows << " rows | plan: " << plan);
-                CHECK(mismatch == "");
-                CHECK(plan.find(" staged_mask=") != std::string::npos);
-                plans.push_back(without_grid(plan));
-                std::vector<std::uint32_t> row(static_cast<std::size_t>(n));
-                for (std::int64_t j = 0; j < n; ++j) {
-                    const float value = static_cast<float>(y.get(position * n + j));
-                    std::memcpy(&row[static_cast<std::size_t>(j)], &value, 4);
-                }
-                bits.push_back(row);
+            HostTensor y = make_tensor(c.y_dtype, {rows, c.n});
+            for (const OptionsSpec& s : staged_additive_specs(per_row, shared, c.n, &row_scale)) {
+                const std::string plan = check_on_block_regs(handle.get(), y, x, log_mode, s, {" values=32 ", " set=additive"});
+                INFO(describe_spec(s) << " | plan: " << plan);
+                CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
+                CHECK(plan_value(plan, "ctas_per_sm") >= 4);
+                CHECK(plan.find(" cluster=1 ") == std::string::npos);
             }
-            CHECK(plans[1] == plans[0]);
-            CHECK(plans[2] == plans[0]);
-            CHECK(bits[1] == bits[0]);
-            CHECK(bits[2] == bits[0]);
         }
+    }
+}
+
+TEST_CASE("cuda options: f32 additive masks take the staged instance only where 16 values stay below 4 CTAs per SM",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // The lastdim grid's long f32 rows (bench/, --group lastdim): 4096 x 128256 at 16 values had no cluster of
+    // 4-per-SM CTAs, so its additive mask takes the staged 32-value instance, at plain's configuration for f32 y;
+    // 8192 x 32000 and 8192 x 50257 reach 4 CTAs per SM at 8 or 16 values and keep those plans (performance.md,
+    // "options: f32 additive masks staged"). Plans only: a mask shared by every row names the same set.
+    struct Case {
+        std::int64_t rows, n;
+        bool staged;
+    };
+    const Case cases[] = {{4096, 128256, true}, {8192, 32000, false}, {8192, 50257, false}};
+    for (smxDataType_t y_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+        for (const Case& c : cases) {
+            const HostTensor mask = make_tensor(SMX_DTYPE_F32, {c.n});
+            OptionsSpec additive;
+            additive.mask = &mask;
+            const std::string plain = plan_for_rows(handle.get(), SMX_DTYPE_F32, y_dtype, c.rows, c.n);
+            const std::string plan = options_plan_for_rows(handle.get(), SMX_DTYPE_F32, y_dtype, c.rows, c.n, &additive);
+            INFO(dtype_name(y_dtype) << " " << c.rows << "x" << c.n << " | plain: " << plain << " | additive: " << plan);
+            CHECK(kernel_kind(plan) == "block-regs");
+            CHECK(plan.find(" set=additive") != std::string::npos);
+            CHECK(plan_value(plan, "ctas_per_sm") >= 4);
+            CHECK((plan.find(" staged_mask=") != std::string::npos) == c.staged);
+            CHECK((plan.find(" values=32 ") != std::string::npos) == c.staged);
+            if (c.staged && y_dtype == SMX_DTYPE_F32) {
+                CHECK(plan.rfind(plain + " staged_mask=" + std::to_string(plan_value(plain, "threads") * 128) + " options=", 0) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda options: batch invariance on the staged f32 additive instance, bit for bit across row counts and "
+          "positions",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // 128256: a row the staged 32-value instance holds in a cluster (its bytes a multiple of 16, as batch-invariant
+    // block-regs plans need).
+    for (smxDataType_t y_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
+        check_staged_batch_invariance(handle.get(), SMX_DTYPE_F32, y_dtype, 128256);
     }
 }
 
