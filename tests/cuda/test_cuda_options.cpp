@@ -19,6 +19,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -764,6 +765,33 @@ std::vector<OptionsSpec> staged_additive_specs(const HostTensor& per_row, const 
     return specs;
 }
 
+// Every staged_additive_specs spec, both modes, on seven rows of n, x_dtype -> y_dtype, with the special rows,
+// against the float64 reference: each planned on block-regs' staged instance (`values_part` and set=additive in its
+// plan text, a stage of threads x 128 bytes, a cluster). `row_scale_specials`: per-row scales too, special ones
+// among them (0, negative, huge, NaN, infinite, tiny), for the widened instance that takes them.
+void check_staged_additive_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDataType_t y_dtype, std::int64_t n,
+                                const std::string& values_part, bool row_scale_specials) {
+    const std::int64_t rows = 7;
+    HostTensor x = make_tensor(x_dtype, {rows, n});
+    fill_random(x, test_rng());
+    add_special_rows(x);
+    const HostTensor per_row = additive_mask_with_specials(x_dtype, rows, n);
+    HostTensor shared = random_additive_mask(x_dtype, {n}, test_rng());  // row stride 0
+    shared.set(n / 2, -kInf);
+    HostTensor row_scale = make_tensor(SMX_DTYPE_F32, {rows});
+    const double factors[] = {0.0, -2.5, 1e30, kNaN, kInf, 1e-30, -kInf};
+    for (std::int64_t r = 0; r < rows; ++r) row_scale.set(r, factors[r]);
+    for (bool log_mode : {false, true}) {
+        HostTensor y = make_tensor(y_dtype, {rows, n});
+        for (const OptionsSpec& s : staged_additive_specs(per_row, shared, n, row_scale_specials ? &row_scale : nullptr)) {
+            const std::string plan = check_on_block_regs(handle, y, x, log_mode, s, {values_part, " set=additive"});
+            INFO(describe_spec(s) << " | plan: " << plan);
+            CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
+            CHECK(plan.find(" cluster=1 ") == std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("cuda options: the additive set's packed 64-value instance (staged mask) against the reference",
           "[cuda][options][sanitize]") {
     CudaHandle handle;
@@ -777,26 +805,11 @@ TEST_CASE("cuda options: the additive set's packed 64-value instance (staged mas
         std::int64_t n;
     };
     const Case cases[] = {{SMX_DTYPE_BF16, 20000}, {SMX_DTYPE_F16, 32768}, {SMX_DTYPE_BF16, 40001}};
-    const std::int64_t rows = 7;
     for (const Case& c : cases) {
-        const std::string plain = plan_for_rows(handle.get(), c.dtype, c.dtype, rows, c.n);
+        const std::string plain = plan_for_rows(handle.get(), c.dtype, c.dtype, 7, c.n);
         INFO(c.n << " | plain: " << plain);
         REQUIRE(plain.find(" values=64 ") != std::string::npos);
-        HostTensor x = make_tensor(c.dtype, {rows, c.n});
-        fill_random(x, test_rng());
-        add_special_rows(x);
-        const HostTensor per_row = additive_mask_with_specials(c.dtype, rows, c.n);
-        HostTensor shared = random_additive_mask(c.dtype, {c.n}, test_rng());  // row stride 0
-        shared.set(c.n / 2, -kInf);
-        for (bool log_mode : {false, true}) {
-            HostTensor y = make_tensor(c.dtype, {rows, c.n});
-            for (const OptionsSpec& s : staged_additive_specs(per_row, shared, c.n)) {
-                const std::string plan = check_on_block_regs(handle.get(), y, x, log_mode, s, {" values=64 ", " set=additive"});
-                INFO(describe_spec(s) << " | plan: " << plan);
-                CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
-                CHECK(plan.find(" cluster=1 ") == std::string::npos);
-            }
-        }
+        check_staged_additive_rows(handle.get(), c.dtype, c.dtype, c.n, " values=64 ", false);
     }
 }
 
@@ -903,37 +916,11 @@ TEST_CASE("cuda options: f32 additive masks on the staged 32-value instance agai
     // f32 rows whose additive plan at 16 values stays below 4 CTAs per SM, so their mask is staged: 128256 (plain's
     // cluster of 16 CTAs of 256 threads) and 100003, odd: rows at other 16-byte phases than the shared mask, which
     // is then copied element by element, each row's slices peeled at another head. The widened instance takes
-    // per-row scales too, special ones included (0, negative, huge, NaN, infinite). Clusters forced: seven rows
-    // would take grid-regs.
+    // per-row scales too. Clusters forced: seven rows would take grid-regs.
     ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
-    struct Case {
-        smxDataType_t y_dtype;
-        std::int64_t n;
-    };
-    const Case cases[] = {{SMX_DTYPE_F32, 128256}, {SMX_DTYPE_F32, 100003}, {SMX_DTYPE_BF16, 100003}};
-    const std::int64_t rows = 7;
-    for (const Case& c : cases) {
-        HostTensor x = make_tensor(SMX_DTYPE_F32, {rows, c.n});
-        fill_random(x, test_rng());
-        add_special_rows(x);
-        const HostTensor per_row = additive_mask_with_specials(SMX_DTYPE_F32, rows, c.n);
-        HostTensor shared = random_additive_mask(SMX_DTYPE_F32, {c.n}, test_rng());  // row stride 0
-        shared.set(c.n / 2, -kInf);
-        HostTensor row_scale = make_tensor(SMX_DTYPE_F32, {rows});
-        fill_random(row_scale, test_rng(), 2.0);
-        const double factors[] = {0.0, -2.5, 1e30, kNaN, kInf, 1e-30, -kInf};
-        for (std::int64_t r = 0; r < rows; ++r) row_scale.set(r, factors[r]);
-        for (bool log_mode : {false, true}) {
-            HostTensor y = make_tensor(c.y_dtype, {rows, c.n});
-            for (const OptionsSpec& s : staged_additive_specs(per_row, shared, c.n, &row_scale)) {
-                const std::string plan = check_on_block_regs(handle.get(), y, x, log_mode, s, {" values=32 ", " set=additive"});
-                INFO(describe_spec(s) << " | plan: " << plan);
-                CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
-                CHECK(plan_value(plan, "ctas_per_sm") >= 4);
-                CHECK(plan.find(" cluster=1 ") == std::string::npos);
-            }
-        }
-    }
+    check_staged_additive_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 128256, " values=32 ", true);
+    check_staged_additive_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 100003, " values=32 ", true);
+    check_staged_additive_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 100003, " values=32 ", true);
 }
 
 TEST_CASE("cuda options: f32 additive masks take the staged instance only where 16 values stay below 4 CTAs per SM",
@@ -943,25 +930,22 @@ TEST_CASE("cuda options: f32 additive masks take the staged instance only where 
     // 4-per-SM CTAs, so its additive mask takes the staged 32-value instance, at plain's configuration for f32 y;
     // 8192 x 32000 and 8192 x 50257 reach 4 CTAs per SM at 8 or 16 values and keep those plans (performance.md,
     // "options: f32 additive masks staged"). Plans only: a mask shared by every row names the same set.
-    struct Case {
-        std::int64_t rows, n;
-        bool staged;
-    };
-    const Case cases[] = {{4096, 128256, true}, {8192, 32000, false}, {8192, 50257, false}};
+    // (rows, n, whether the mask is staged)
+    const std::tuple<std::int64_t, std::int64_t, bool> shapes[] = {{4096, 128256, true}, {8192, 32000, false}, {8192, 50257, false}};
     for (smxDataType_t y_dtype : {SMX_DTYPE_F32, SMX_DTYPE_BF16}) {
-        for (const Case& c : cases) {
-            const HostTensor mask = make_tensor(SMX_DTYPE_F32, {c.n});
+        for (const auto& [rows, n, staged] : shapes) {
+            const HostTensor mask = make_tensor(SMX_DTYPE_F32, {n});
             OptionsSpec additive;
             additive.mask = &mask;
-            const std::string plain = plan_for_rows(handle.get(), SMX_DTYPE_F32, y_dtype, c.rows, c.n);
-            const std::string plan = options_plan_for_rows(handle.get(), SMX_DTYPE_F32, y_dtype, c.rows, c.n, &additive);
-            INFO(dtype_name(y_dtype) << " " << c.rows << "x" << c.n << " | plain: " << plain << " | additive: " << plan);
+            const std::string plain = plan_for_rows(handle.get(), SMX_DTYPE_F32, y_dtype, rows, n);
+            const std::string plan = options_plan_for_rows(handle.get(), SMX_DTYPE_F32, y_dtype, rows, n, &additive);
+            INFO(dtype_name(y_dtype) << " " << rows << "x" << n << " | plain: " << plain << " | additive: " << plan);
             CHECK(kernel_kind(plan) == "block-regs");
             CHECK(plan.find(" set=additive") != std::string::npos);
             CHECK(plan_value(plan, "ctas_per_sm") >= 4);
-            CHECK((plan.find(" staged_mask=") != std::string::npos) == c.staged);
-            CHECK((plan.find(" values=32 ") != std::string::npos) == c.staged);
-            if (c.staged && y_dtype == SMX_DTYPE_F32) {
+            CHECK((plan.find(" staged_mask=") != std::string::npos) == staged);
+            CHECK((plan.find(" values=32 ") != std::string::npos) == staged);
+            if (staged && y_dtype == SMX_DTYPE_F32) {
                 CHECK(plan.rfind(plain + " staged_mask=" + std::to_string(plan_value(plain, "threads") * 128) + " options=", 0) == 0);
             }
         }
