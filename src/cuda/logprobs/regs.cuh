@@ -101,12 +101,12 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
         stats.mean = mean;
     }
 
-    stats = cta_stats(stats, scratch);
+    stats = cta_stats<C, OneRescale>(stats, scratch);
     if (ranks > 1) {
         if constexpr (kPushStats) {
-            stats = pushed_cluster_row_stats(stats, mailbox, &cluster_result, rank, ranks);
+            stats = pushed_cluster_row_stats<OneRescale>(stats, mailbox, &cluster_result, rank, ranks);
         } else {
-            stats = cluster_row_stats(stats, &exchange, &cluster_result, ranks);
+            stats = cluster_row_stats<C, OneRescale>(stats, &exchange, &cluster_result, ranks);
         }
     }
     const RowResult<C> result = row_result(stats);
