@@ -479,6 +479,23 @@ std::int64_t plan_number(const std::string& plan, const std::string& key) {
     return at == std::string::npos ? -1 : std::stoll(plan.substr(at + key.size() + 1));
 }
 
+// The plan of a cross-entropy with dlogits on (rows, n) contiguous logits, required to be ce-regs (a forward-only
+// call plans the stats kernel, whose plan text may have no slice).
+std::string ce_regs_plan(smxDataType_t dtype, smxDataType_t dlogits_dtype, std::int64_t rows, std::int64_t n) {
+    HostTensor logits = make_tensor(dtype, {rows, n});
+    fill_random(logits, test_rng());
+    HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {rows, n}, 1);
+    fill_targets(target, n, -100);
+    HostTensor loss = make_per_row_tensor(statistics_dtype(dtype), {rows, n}, 1);
+    HostTensor dlogits = make_tensor(dlogits_dtype, {rows, n});
+    const CudaCall probe = cuda_cross_entropy(loss, nullptr, &dlogits, logits, target, 1,
+                                              cross_entropy_options(SMX_REDUCTION_NONE, -100, 0.0));
+    INFO(probe.error << " | plan: " << probe.plan);
+    REQUIRE(probe.status == SMX_STATUS_SUCCESS);
+    REQUIRE(family_of(probe.plan) == "ce-regs");
+    return probe.plan;
+}
+
 // Target columns around every place a ce-regs thread's packs change: the row's first and last columns (the
 // head and tail elements) and, in a cluster, both sides of every slice boundary; runs of consecutive columns,
 // so the target falls in every position of a pack whatever the row's phase.
@@ -509,19 +526,7 @@ TEST_CASE("CUDA cross_entropy (ce-regs) subtracts the target's term at pack, sli
             // must hold every target column twice (set_special_rows makes every odd row special), and their
             // count may change the plan, so the two are settled together.
             const auto plan_slice = [&](std::int64_t rows) {
-                HostTensor logits = make_tensor(dtype, {rows, n});
-                fill_random(logits, test_rng());
-                HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {rows, n}, 1);
-                fill_targets(target, n, -100);
-                HostTensor loss = make_per_row_tensor(statistics_dtype(dtype), {rows, n}, 1);
-                // With dlogits: a forward-only call plans the stats kernel, whose plan text may have no slice.
-                HostTensor dlogits = make_tensor(dlogits_dtype, {rows, n});
-                const CudaCall probe = cuda_cross_entropy(loss, nullptr, &dlogits, logits, target, 1,
-                                                          cross_entropy_options(SMX_REDUCTION_NONE, -100, 0.0));
-                INFO(probe.error << " | plan: " << probe.plan);
-                REQUIRE(probe.status == SMX_STATUS_SUCCESS);
-                REQUIRE(family_of(probe.plan) == "ce-regs");
-                const std::int64_t slice = plan_number(probe.plan, "slice");
+                const std::int64_t slice = plan_number(ce_regs_plan(dtype, dlogits_dtype, rows, n), "slice");
                 REQUIRE(slice > 0);  // the boundary walk below never ends on a slice of 0 or less
                 return slice;
             };
@@ -563,6 +568,81 @@ TEST_CASE("CUDA cross_entropy (ce-regs) subtracts the target's term at pack, sli
                     CHECK(compare_to_scaled_reference(loss, ref.loss) == "");
                     CHECK(compare_to_scaled_reference(*gradient, ref.dlogits) == "");
                 }
+            }
+        }
+    }
+}
+
+namespace {
+
+// Target columns in every pack a ce-regs thread holds: for each CTA of the cluster, each of a thread's packs p, the
+// threads at both ends of a warp and of the CTA, and the first and last element of the pack. Rows of whole packs
+// (no head or tail), so column = slice start + (p * threads + tid) * pack + k.
+std::vector<std::int64_t> ce_regs_pack_targets(const std::string& plan, std::int64_t n, int pack) {
+    const std::int64_t values = plan_number(plan, "values");
+    const std::int64_t threads = plan_number(plan, "threads");
+    const std::int64_t cluster = plan_number(plan, "cluster");
+    const std::int64_t slice = plan_number(plan, "slice");
+    REQUIRE(values % pack == 0);
+    REQUIRE(slice % pack == 0);
+    std::vector<std::int64_t> targets;
+    for (std::int64_t rank = 0; rank < cluster; ++rank) {
+        const std::int64_t slice_end = std::min(n, (rank + 1) * slice);
+        for (std::int64_t p = 0; p < values / pack; ++p) {
+            for (std::int64_t tid : {std::int64_t{0}, std::int64_t{31}, std::int64_t{32}, threads - 1}) {
+                for (std::int64_t k : {std::int64_t{0}, std::int64_t{pack - 1}}) {
+                    const std::int64_t column = rank * slice + (p * threads + tid) * pack + k;
+                    if (column < slice_end) targets.push_back(column);
+                }
+            }
+        }
+    }
+    return targets;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA cross_entropy (ce-regs) subtracts the target's term in every pack a thread holds, in every CTA of "
+          "the cluster, in place", "[cuda][logprobs]") {
+    struct Case {
+        smxDataType_t dtype;
+        smxDataType_t dlogits_dtype;
+        std::int64_t n;  // whole 16-byte packs of the wider dtype
+    };
+    // The issue's bf16 rows (the packed 64-value instance) and rows of the other instances, one CTA or a cluster.
+    const Case cases[] = {
+        {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32000}, {SMX_DTYPE_BF16, SMX_DTYPE_F32, 32000}, {SMX_DTYPE_F16, SMX_DTYPE_F16, 8000},
+        {SMX_DTYPE_F32, SMX_DTYPE_F32, 20000},   {SMX_DTYPE_F64, SMX_DTYPE_F64, 6000},
+    };
+    constexpr std::int64_t kRows = 512;
+    for (const Case& c : cases) {
+        const int pack = 16 / static_cast<int>(std::max(dtype_size(c.dtype), dtype_size(c.dlogits_dtype)));
+        const std::string plan = ce_regs_plan(c.dtype, c.dlogits_dtype, kRows, c.n);
+        const std::vector<std::int64_t> columns = ce_regs_pack_targets(plan, c.n, pack);
+        INFO(dtype_name(c.dtype) << "->" << dtype_name(c.dlogits_dtype) << " " << kRows << "x" << c.n << " | plan: " << plan);
+        REQUIRE(2 * static_cast<std::int64_t>(columns.size()) <= kRows);  // each column in an ordinary and a special row
+        for (bool in_place : {false, true}) {
+            if (in_place && c.dlogits_dtype != c.dtype) continue;
+            for (double eps : {0.0, 0.1}) {
+                HostTensor logits = make_tensor(c.dtype, {kRows, c.n});
+                fill_random(logits, test_rng());
+                set_special_rows(logits, 1);
+                HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {kRows, c.n}, 1);
+                const std::vector<std::int64_t> target_offsets = logical_offsets(target);
+                for (std::int64_t r = 0; r < kRows; ++r) {
+                    set_index(target, target_offsets[r], columns[static_cast<std::size_t>(r / 2) % columns.size()]);
+                }
+                const smxCrossEntropyOptions_t options = cross_entropy_options(SMX_REDUCTION_MEAN, -100, eps);
+                const CrossEntropyReference ref = reference_cross_entropy(logits, target, 1, options);
+                HostTensor loss = make_tensor(statistics_dtype(c.dtype), {1});
+                HostTensor dlogits = make_tensor(c.dlogits_dtype, {kRows, c.n});
+                HostTensor* gradient = in_place ? &logits : &dlogits;
+                const CudaCall call = cuda_cross_entropy(loss, nullptr, gradient, logits, target, 1, options);
+                INFO("eps " << eps << (in_place ? " in place" : "") << " | " << call.error << " | plan: " << call.plan);
+                REQUIRE(call.status == SMX_STATUS_SUCCESS);
+                for (const char* key : {"values", "threads", "cluster", "slice"}) CHECK(plan_number(call.plan, key) == plan_number(plan, key));
+                CHECK(compare_to_scaled_reference(loss, ref.loss) == "");
+                CHECK(compare_to_scaled_reference(*gradient, ref.dlogits) == "");
             }
         }
     }

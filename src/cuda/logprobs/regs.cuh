@@ -1,12 +1,13 @@
 // regs.cuh - ce-regs: cross-entropy with dlogits in one pass, for rows a cluster of 1..16 CTAs holds in
 // REGISTERS (Rows layout). Each CTA owns a slice of ceil(n / C) logits (whole 16-byte packs), kValues per
 // thread, 16-bit logits held packed and widened at each use. Per row: every load issued first (the target's
-// logit too, by rank 0), the thread's (max, sum of exp, mean), the CTA's, the cluster's through distributed
-// shared memory (float statistics pushed into every peer's mailbox, double ones pulled; folded in rank order in
-// every CTA), the loss and lse written by rank 0, then each thread writes
-// the dlogits of the logits it holds. Every logit of the row is read before its CTA joins the exchange and
-// every dlogit written after the CTA has all its peers' statistics, so dlogits may be the logits (in place). Traffic: logits read once, dlogits written
-// once. performance.md#log-probabilities.
+// logit too, by rank 0 and by the CTA whose slice holds it), the thread's (max, sum of exp, mean), the CTA's, the
+// cluster's through distributed shared memory (float statistics pushed into every peer's mailbox, double ones
+// pulled; folded in rank order in every CTA), the loss and lse written by rank 0, then each thread writes the
+// dlogits of the logits it holds, and the one that holds the target writes its dlogit again. Every logit of the
+// row is read before its CTA joins the exchange and every dlogit written after the CTA has all its peers'
+// statistics, so dlogits may be the logits (in place). Traffic: logits read once, dlogits written once.
+// performance.md#log-probabilities.
 #pragma once
 
 #include <type_traits>
@@ -65,9 +66,12 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
         if (loaded[p]) raw[p] = x_body[pack];
     }
     const C edge = has_edge ? C(to_compute(x_slice[edge_index])) : neg_inf<C>();
-    // The loss needs the target's logit: read now, with the rest of the row, and kept in shared memory before the
-    // barriers (so it is read before any CTA writes dlogits over it in place).
-    if (rank == 0 && tid == 0) target_logit = t >= 0 && t < n ? C(to_compute(x_row[t])) : C(0);
+    // The target's logit, for the loss (rank 0) and for its dlogit (the CTA whose slice holds it): read now, with
+    // the rest of the row, and kept in shared memory before the barriers (so it is read before any CTA writes
+    // dlogits over it in place).
+    const std::int64_t target_in_slice = t - slice_begin;
+    const bool slice_holds_target = target_in_slice >= 0 && target_in_slice < count;
+    if (tid == 0 && (rank == 0 || slice_holds_target)) target_logit = t >= 0 && t < n ? C(to_compute(x_row[t])) : C(0);
     // 16-bit logits stay packed, widened at each use.
     const auto value = [&](int p, int k) -> C { return widen_element_on_use(raw[p], k); };
 
@@ -97,12 +101,12 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
         stats.mean = mean;
     }
 
-    stats = cta_stats(stats, scratch);
+    stats = cta_stats<C, OneRescale>(stats, scratch);
     if (ranks > 1) {
         if constexpr (kPushStats) {
-            stats = pushed_cluster_row_stats(stats, mailbox, &cluster_result, rank, ranks);
+            stats = pushed_cluster_row_stats<OneRescale>(stats, mailbox, &cluster_result, rank, ranks);
         } else {
-            stats = cluster_row_stats(stats, &exchange, &cluster_result, ranks);
+            stats = cluster_row_stats<C, OneRescale>(stats, &exchange, &cluster_result, ranks);
         }
     }
     const RowResult<C> result = row_result(stats);
@@ -139,25 +143,39 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
         }
         if (has_edge) d_slice[edge_index] = StoreAs<D>::from(constant);
     } else {
+        // The thread that holds the target (as its edge value or in one of its packs) writes the target's dlogit
+        // again after its own stores, so no thread tests the target per pack.
+        const int target_index = static_cast<int>(target_in_slice);  // meaningful where slice_holds_target
+        bool holds_target = false;
+        if (slice_holds_target) {
+            if (target_index < head || target_index >= tail_begin) {
+                holds_target = has_edge && edge_index == target_index;
+            } else {
+                const int target_pack = (target_index - head) / kPack;
+                if constexpr (std::is_same_v<C, double>) {
+                    // Each of its pack indices compared: the remainder's registers spilled double rows' loop at 8 values.
+#pragma unroll
+                    for (int p = 0; p < kPacks; ++p) holds_target |= p * threads + tid == target_pack;
+                } else {
+                    holds_target = static_cast<unsigned>(target_pack) % static_cast<unsigned>(threads) == static_cast<unsigned>(tid);
+                }
+            }
+        }
         const C scale = gradient_scale<C>(args.operand.workspace, args.reduction);
         with_shifted_exp(result.lse, [&](const auto& exp) {
             const GradientRow<C> g = gradient_row(true, false, t, n, eps, scale, exp.unbias());
-            const std::int64_t body_first_col = slice_begin + head;
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 if (!loaded[p]) continue;
-                const int pack = p * threads + tid;
                 C values[kPack];
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) values[k] = g.element(value(p, k), exp);
-                adjust_target(values, body_first_col + static_cast<std::int64_t>(pack) * kPack, g);
-                store(pack, values);
+                store(p * threads + tid, values);
             }
-            if (has_edge) {
-                C out = g.element(edge, exp);
-                if (slice_begin + edge_index == t) out -= g.target_adjust;
-                d_slice[edge_index] = StoreAs<D>::from(out);
-            }
+            if (has_edge) d_slice[edge_index] = StoreAs<D>::from(g.element(edge, exp));
+            // The same formula on the same logit as the store above, less the target's term; a thread's stores to one
+            // address take effect in program order, so this one is what stays.
+            if (holds_target) d_slice[target_index] = StoreAs<D>::from(g.element(target_logit, exp) - g.target_adjust);
         });
     }
     if (!kPushStats && ranks > 1) cluster_wait();  // peers may still be reading `exchange`

@@ -84,6 +84,34 @@ __device__ __forceinline__ RowStats<C> combine_row_stats(const RowStats<C>& a, c
     return {max, a.sum * rescale(a.max, max) + b.sum * rescale(b.max, max), a.mean + b.mean};
 }
 
+// combine_row_stats with one exp instead of two: the side that holds the max has a rescale of exactly 1, so only
+// the other side's is computed. The same factors and the same rounding (the compiler fuses combine_row_stats' sum
+// as b.sum * b_scale + (a.sum * a_scale rounded), written out here), so the same bits.
+template <class C>
+__device__ __forceinline__ RowStats<C> combine_row_stats_one_exp(const RowStats<C>& a, const RowStats<C>& b) {
+    const C max = max_skip_nan(a.max, b.max);
+    const bool a_holds_max = a.max == max;
+    const C lower_scale = rescale(a_holds_max ? b.max : a.max, max);
+    const C a_scale = a_holds_max ? C(1) : lower_scale;
+    const C b_scale = b.max == max ? C(1) : lower_scale;
+    return {max, fused(b.sum, b_scale, a.sum * a_scale), a.mean + b.mean};
+}
+
+// The two forms as the reductions below take them (a template argument): the stats kernel keeps the two exps, the
+// code it was measured with; ce-regs takes one (performance.md, "ce-regs' instruction count").
+struct BothRescales {
+    template <class C>
+    __device__ __forceinline__ RowStats<C> operator()(const RowStats<C>& a, const RowStats<C>& b) const {
+        return combine_row_stats(a, b);
+    }
+};
+struct OneRescale {
+    template <class C>
+    __device__ __forceinline__ RowStats<C> operator()(const RowStats<C>& a, const RowStats<C>& b) const {
+        return combine_row_stats_one_exp(a, b);
+    }
+};
+
 // Adds a group of values whose NaN-free max is group_max, with one rescale of the running sum: sum_exps(exp)
 // returns the group's sum of exp(v) for the exp functor it is given (relative to the new shift).
 template <class C, class SumExps>
@@ -279,13 +307,13 @@ __device__ __forceinline__ RowStats<C> shuffle_row_stats(const RowStats<C>& s, i
 
 // The statistics of a group of `width` lanes (a power of two up to 32; every lane of the warp calls it), combined
 // by xor butterflies; every lane returns the group's first lane's result, so all agree bitwise.
-template <class C>
+template <class C, class Combine = BothRescales>
 __device__ __forceinline__ RowStats<C> lane_group_stats(RowStats<C> s, int width) {
     for (int offset = width / 2; offset > 0; offset /= 2) {
         const RowStats<C> other{__shfl_xor_sync(0xffffffffu, s.max, offset, width),
                                 __shfl_xor_sync(0xffffffffu, s.sum, offset, width),
                                 __shfl_xor_sync(0xffffffffu, s.mean, offset, width)};
-        s = combine_row_stats(s, other);
+        s = Combine{}(s, other);
     }
     return shuffle_row_stats(s, 0, width);
 }
@@ -293,16 +321,16 @@ __device__ __forceinline__ RowStats<C> lane_group_stats(RowStats<C> s, int width
 // The CTA's statistics in every thread: each warp's, then warp 0 folds the warps' in order. scratch: 33 entries.
 // Starts and ends with every thread's earlier use of scratch complete (its last entry is read after a barrier
 // that every thread passes before the next call writes it).
-template <class C>
+template <class C, class Combine = BothRescales>
 __device__ __forceinline__ RowStats<C> cta_stats(RowStats<C> s, RowStats<C>* scratch) {
-    s = lane_group_stats(s, 32);
+    s = lane_group_stats<C, Combine>(s, 32);
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;
     if (lane == 0) scratch[warp] = s;
     __syncthreads();
     if (warp == 0) {
         const int warps = blockDim.x / 32;
-        s = lane_group_stats(lane < warps ? scratch[lane] : empty_row_stats<C>(), 32);
+        s = lane_group_stats<C, Combine>(lane < warps ? scratch[lane] : empty_row_stats<C>(), 32);
         if (lane == 0) scratch[32] = s;
     }
     __syncthreads();
@@ -313,7 +341,7 @@ __device__ __forceinline__ RowStats<C> cta_stats(RowStats<C> s, RowStats<C>* scr
 // published in `exchange`, then warp 0 of every CTA folds them in rank order (bitwise the same everywhere).
 // Ends with this CTA's arrival at the cluster barrier: call cluster_wait() before `exchange` may be rewritten
 // or the CTA exits, so no peer reads it after. `result`: shared, read by every thread.
-template <class C>
+template <class C, class Combine = BothRescales>
 __device__ __forceinline__ RowStats<C> cluster_row_stats(const RowStats<C>& s, RowStats<C>* exchange,
                                                          RowStats<C>* result, unsigned ranks) {
     if (threadIdx.x == 0) *exchange = s;
@@ -321,7 +349,7 @@ __device__ __forceinline__ RowStats<C> cluster_row_stats(const RowStats<C>& s, R
     if (threadIdx.x < 32) {
         const unsigned lane = threadIdx.x;
         const RowStats<C> peer = lane < ranks ? read_peer(exchange, lane) : empty_row_stats<C>();
-        const RowStats<C> folded = lane_group_stats(peer, 32);
+        const RowStats<C> folded = lane_group_stats<C, Combine>(peer, 32);
         if (lane == 0) *result = folded;
     }
     __syncthreads();
@@ -342,6 +370,7 @@ struct PushedRowStats {
 };
 using RowStatsMailbox = ClusterMailbox<PushedRowStats, kCeRegsMaxCluster>;
 
+template <class Combine = BothRescales>
 __device__ __forceinline__ RowStats<float> pushed_cluster_row_stats(const RowStats<float>& s, RowStatsMailbox& mailbox,
                                                                     RowStats<float>* result, unsigned rank, unsigned ranks) {
     cluster_wait();  // every peer's mailbox is set up
@@ -351,7 +380,7 @@ __device__ __forceinline__ RowStats<float> pushed_cluster_row_stats(const RowSta
         mailbox_wait(mailbox);
         RowStats<float> peer = empty_row_stats<float>();
         if (lane < ranks) peer = {mailbox.slots[lane].max, mailbox.slots[lane].sum, mailbox.slots[lane].mean};
-        const RowStats<float> folded = lane_group_stats(peer, 32);
+        const RowStats<float> folded = lane_group_stats<float, Combine>(peer, 32);
         if (lane == 0) *result = folded;
     }
     __syncthreads();
