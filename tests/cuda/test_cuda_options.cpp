@@ -412,7 +412,8 @@ TEST_CASE("cuda options: grid-regs and clusters of long rows, and a row longer t
     // 16 CTAs x 1024 threads x 16 values hold 262144 elements: a longer row takes the 32-value options instances
     // (f32 -> f32/bf16; 16-bit x with a mask or a per-row scale), or for 16-bit x the unmasked set's packed 64
     // values, up to 524288 as the plain cluster (its packed 64 values x 512 threads). f16 -> f32 has no 32-value
-    // options instance (its masks and per-row scales take the general family), and a row past 524288 no cluster.
+    // options instance (its masks and log-softmax's per-row scales take the general family; softmax's take the
+    // row-folded one), and a row past 524288 no cluster.
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 300001, "block-regs", "values=32");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 2, 300001, "block-regs", "values=32");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 2, 300001, "block-regs");
