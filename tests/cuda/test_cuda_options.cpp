@@ -741,7 +741,7 @@ TEST_CASE("cuda options: per-row scales on 16-bit rows of 32 values take the row
             OptionsSpec row_scale, causal_row_scale;
             row_scale.scale_tensor = &scale;
             causal_row_scale.scale_tensor = &scale;
-            causal_row_scale.causal = n / 2 - rows + 3;  // row r keeps n / 2 + 4 + r elements: ends inside packs
+            causal_row_scale.causal = n / 2 - rows + 3;  // row r keeps n / 2 - 5 + r: ends inside packs and on an edge
             for (const OptionsSpec* spec : {&row_scale, &causal_row_scale}) {
                 for (bool log_mode : {false, true}) {
                     HostTensor y = make_tensor(pair.y, {rows, n});
