@@ -759,7 +759,7 @@ const void* block_regs_folded_instance(int values_per_thread) {
 // and causal on 16-bit rows (branch rowscale16)").
 template <class X, class Y>
 const void* block_regs_row_folded_instance(int values_per_thread) {
-    if constexpr (kRowsOptionsPair<X, Y> && (std::is_same_v<X, float> || sizeof(X) == 2)) {
+    if constexpr (kRowsOptionsPair<X, Y>) {
         if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_row_folded<X, Y>);
     }
     if constexpr (kRowsOptionsPair<X, Y> && sizeof(X) == 2) {
