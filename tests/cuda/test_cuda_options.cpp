@@ -413,7 +413,8 @@ TEST_CASE("cuda options: grid-regs and clusters of long rows, and a row longer t
     // 16 CTAs x 1024 threads x 16 values hold 262144 elements: a longer row takes the 32-value options instances
     // (f32 -> f32/bf16; 16-bit x with a mask or a per-row scale), or for 16-bit x the unmasked set's packed 64
     // values, up to 524288 as the plain cluster (its packed 64 values x 512 threads). f16 -> f32 has no 32-value
-    // options instance (its masks and per-row scales take the general family), and a row past 524288 no cluster.
+    // options instance (its masks and log-softmax's per-row scales take the general family; softmax's take the
+    // row-folded one), and a row past 524288 no cluster.
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_F32, 2, 300001, "block-regs", "values=32");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_F32, SMX_DTYPE_BF16, 2, 300001, "block-regs", "values=32");
     check_every_option_on_rows(handle.get(), SMX_DTYPE_BF16, SMX_DTYPE_BF16, 2, 300001, "block-regs");
@@ -494,13 +495,13 @@ TEST_CASE("cuda options: scale and causal plan plain's configuration on the last
                 INFO(describe_spec(*spec) << " | plain: " << plain << " | options: " << plan);
                 // At plain's configuration: f32 block-regs rows of 32 values and 16-bit rows of the packed 64 take
                 // their folded instances for a scalar scale and causal alone (no scale: 1 folded); a per-row scale
-                // takes the per-row folded instance there, and the multiplying options instance on 16-bit rows of
-                // 32 values.
+                // takes the per-row folded instance there and on 16-bit rows of 32 values.
                 const bool block_regs = kernel_kind(plain) == "block-regs";
-                const bool f32_regs_32 = dtype == SMX_DTYPE_F32 && block_regs && plain.find(" values=32 ") != std::string::npos;
+                const bool regs_32 = block_regs && plain.find(" values=32 ") != std::string::npos;
+                const bool f32_regs_32 = dtype == SMX_DTYPE_F32 && regs_32;
                 const bool packed = dtype == SMX_DTYPE_BF16 && plain.find(" values=64 ") != std::string::npos;
                 const char* note = "";
-                if (spec == &row_scale && (f32_regs_32 || (packed && block_regs))) note = " row-folded";
+                if (spec == &row_scale && (regs_32 || (packed && block_regs))) note = " row-folded";
                 if (spec != &row_scale && (f32_regs_32 || packed)) note = " folded";
                 CHECK(plan.rfind(plain + note + " options=", 0) == 0);
                 CHECK(plan.find(" set=unmasked") != std::string::npos);
@@ -712,6 +713,51 @@ TEST_CASE("cuda options: the unmasked set's packed 64-value instance against the
             CHECK(kernel_kind(plan) == "block-regs");
             CHECK((plan.find("values=64") != std::string::npos) == !log_mode);
             CHECK((plan.find(" row-folded ") != std::string::npos) == !log_mode);
+        }
+    }
+}
+
+TEST_CASE("cuda options: per-row scales on 16-bit rows of 32 values take the row-folded instance, against the "
+          "reference",
+          "[cuda][options][sanitize]") {
+    CudaHandle handle;
+    // Rows whose plain plan holds 32 values of 16-bit x in one CTA (2048; 4095, odd: a head and a tail peeled off
+    // the packs; clusters forced, as nine rows would take grid-regs): softmax folds each row's scale (the special
+    // factors among them, 1e-50 is 0 in float) at plain's configuration, with and without a causal window ending
+    // inside a pack; log-softmax keeps the multiplying options instance.
+    ScopedEnvironment cluster("SMX_CUDA_LONG_ROWS", "cluster");
+    const double factors[] = {0.0, -0.0, -2.0, 0.75, kNaN, kInf, -kInf, 1e30, 1e-50};
+    const std::int64_t rows = static_cast<std::int64_t>(std::size(factors));
+    struct Pair {
+        smxDataType_t x, y;
+    };
+    for (const Pair pair : {Pair{SMX_DTYPE_BF16, SMX_DTYPE_BF16}, Pair{SMX_DTYPE_F16, SMX_DTYPE_F16},
+                            Pair{SMX_DTYPE_BF16, SMX_DTYPE_F32}}) {
+        for (std::int64_t n : {std::int64_t{2048}, std::int64_t{4095}}) {
+            const std::string plain = plan_for_rows(handle.get(), pair.x, pair.y, rows, n);
+            INFO("plain: " << plain);
+            REQUIRE(plain.find(" values=32 ") != std::string::npos);
+            HostTensor x = make_tensor(pair.x, {rows, n});
+            fill_random(x, test_rng());
+            add_special_rows(x);
+            HostTensor scale = make_tensor(SMX_DTYPE_F32, {rows});
+            for (std::int64_t r = 0; r < rows; ++r) scale.set(r, factors[r]);
+            OptionsSpec row_scale, causal_row_scale;
+            row_scale.scale_tensor = &scale;
+            causal_row_scale.scale_tensor = &scale;
+            causal_row_scale.causal = n / 2 - rows + 3;  // row r keeps n / 2 - 5 + r: ends inside packs and on an edge
+            for (const OptionsSpec* spec : {&row_scale, &causal_row_scale}) {
+                for (bool log_mode : {false, true}) {
+                    HostTensor y = make_tensor(pair.y, {rows, n});
+                    std::string plan;
+                    const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, *spec, &plan);
+                    INFO(describe_case(y, x, 1, log_mode) << describe_spec(*spec) << " | plan: " << plan);
+                    CHECK(mismatch == "");
+                    CHECK(kernel_kind(plan) == "block-regs");
+                    CHECK((plan.find(" row-folded ") != std::string::npos) == !log_mode);
+                    if (!log_mode) CHECK(plan.rfind(plain + " row-folded options=", 0) == 0);
+                }
+            }
         }
     }
 }

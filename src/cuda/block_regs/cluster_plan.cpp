@@ -221,9 +221,7 @@ RowsOptionSet regs_option_set_for(const SoftmaxInfo& info, const PlanContext& co
 const void* block_regs_kernel_for(const SoftmaxInfo& info, const PlanContext& context, int values) {
     if (info.options.any()) {
         // Softmax's per-row scales in the unmasked set: each row folds its own (row_scale_fold) where the pair and
-        // count have that instance (f32 x at 32 values, 16-bit x at the packed 64, where the override allows packed
-        // options); 16-bit x at 32 values keeps the multiplying instance, measured faster than the fold there
-        // (performance.md, "options: per-row scale folded (branch rowfold2)").
+        // count have that instance (32 values, 16-bit x at the packed 64 where the override allows packed options).
         const bool per_row = info.options.scale_kind == ScaleKind::PerRow;
         if (per_row && !info.is_log() && regs_option_set_for(info, context) == RowsOptionSet::Unmasked &&
             (values != kPackedValues || context.preferences.packed_options)) {

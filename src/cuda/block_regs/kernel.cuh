@@ -80,10 +80,10 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     constexpr bool kOptionsHold =
         kValues <= kBlockRegsOptionsMaxValues || (kPackedHold && (kUnmaskedOptions<Input> || kStagedMask));
     // The folded instances of f32 x and of the packed hold (block_regs_softmax_options_folded,
-    // block_regs_softmax_options_packed_folded and the row-folded kernels): their kernels hold no other body, so
-    // they have registers for what the options kernels could not afford (one bound a load, the window tested a pack
-    // at a time).
-    constexpr bool kFoldedAlone = kHeldBeforeScale<Input> && (sizeof(X) == 4 || kPackedHold);
+    // block_regs_softmax_options_packed_folded) and the row-folded kernels (16-bit x at 32 values too): their kernels
+    // hold no other body, so they have registers for what the options kernels could not afford (one bound a load,
+    // the window tested a pack at a time).
+    constexpr bool kFoldedAlone = kHeldBeforeScale<Input> && (sizeof(X) == 4 || kPackedHold || kRowScaleFolded<Input>);
     static_assert(!Input::kPerRow || (kOptionsHold && (!kRowSteps || kUnmaskedOptions<Input>)), "no such options instance");
 
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
@@ -664,8 +664,8 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_options_packed(cons
 
 // Softmax of the unmasked set with each row's own scale folded into its exps (per-row scales), in kernels of their
 // own so that the launch's fold compiles as it does without them (a third body in the 16-bit options kernels
-// changed their other bodies' code): f32 x at 32 values with the folded instance's bounds, 16-bit x at the packed
-// 64 with the packed kernel's.
+// changed their other bodies' code): 32 values (f32 and 16-bit x) with the folded instance's bounds, 16-bit x at
+// the packed 64 with the packed kernel's.
 template <class X>
 using RowFoldedInput = RowsOptionsInput<RowsOptionSet::Unmasked, X, true, true>;
 
@@ -782,14 +782,15 @@ const void* block_regs_folded_instance(int values_per_thread) {
     return nullptr;
 }
 
-// The per-row folded instance of `values_per_thread` (f32 x at 32 values, 16-bit x at 64), or nullptr. 16-bit x at
-// 32 values has none: it keeps the multiplying options instance (performance.md, "options: per-row scale folded
-// (branch rowfold2)").
+// The per-row folded instance of `values_per_thread` (32 values, and 16-bit x at 64), or nullptr. 16-bit x at 32
+// values folds since its loads are issued before the row's scale is read (performance.md, "options: per-row scale
+// and causal on 16-bit rows (branch rowscale16)").
 template <class X, class Y>
 const void* block_regs_row_folded_instance(int values_per_thread) {
-    if constexpr (kRowsOptionsPair<X, Y> && std::is_same_v<X, float>) {
+    if constexpr (kRowsOptionsPair<X, Y>) {
         if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_row_folded<X, Y>);
-    } else if constexpr (kRowsOptionsPair<X, Y> && sizeof(X) == 2) {
+    }
+    if constexpr (kRowsOptionsPair<X, Y> && sizeof(X) == 2) {
         if (values_per_thread == 64) return reinterpret_cast<const void*>(&block_regs_softmax_row_folded_packed<X, Y>);
     }
     return nullptr;
