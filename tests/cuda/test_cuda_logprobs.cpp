@@ -614,28 +614,36 @@ TEST_CASE("CUDA cross_entropy (ce-regs) subtracts the target's term in every pac
         {SMX_DTYPE_BF16, SMX_DTYPE_BF16, 32000}, {SMX_DTYPE_BF16, SMX_DTYPE_F32, 32000}, {SMX_DTYPE_F16, SMX_DTYPE_F16, 8000},
         {SMX_DTYPE_F32, SMX_DTYPE_F32, 20000},   {SMX_DTYPE_F64, SMX_DTYPE_F64, 6000},
     };
-    constexpr std::int64_t kRows = 512;
     for (const Case& c : cases) {
         const int pack = 16 / static_cast<int>(std::max(dtype_size(c.dtype), dtype_size(c.dlogits_dtype)));
-        const std::string plan = ce_regs_plan(c.dtype, c.dlogits_dtype, kRows, c.n);
-        const std::vector<std::int64_t> columns = ce_regs_pack_targets(plan, c.n, pack);
-        INFO(dtype_name(c.dtype) << "->" << dtype_name(c.dlogits_dtype) << " " << kRows << "x" << c.n << " | plan: " << plan);
-        REQUIRE(2 * static_cast<std::int64_t>(columns.size()) <= kRows);  // each column in an ordinary and a special row
+        // Rows enough for each column in an ordinary and a special row: a plan's cluster sets the column count (the
+        // H200 plans f32 rows of 20000 at 5 CTAs of 128 threads: 310 columns), and the row count the plan, so
+        // rows grow until the plan they get has few enough columns.
+        std::int64_t rows = 512;
+        std::string plan = ce_regs_plan(c.dtype, c.dlogits_dtype, rows, c.n);
+        std::vector<std::int64_t> columns = ce_regs_pack_targets(plan, c.n, pack);
+        for (int attempt = 0; attempt < 3 && 2 * static_cast<std::int64_t>(columns.size()) > rows; ++attempt) {
+            rows = (2 * static_cast<std::int64_t>(columns.size()) + 127) / 128 * 128;
+            plan = ce_regs_plan(c.dtype, c.dlogits_dtype, rows, c.n);
+            columns = ce_regs_pack_targets(plan, c.n, pack);
+        }
+        INFO(dtype_name(c.dtype) << "->" << dtype_name(c.dlogits_dtype) << " " << rows << "x" << c.n << " | plan: " << plan);
+        REQUIRE(2 * static_cast<std::int64_t>(columns.size()) <= rows);
         for (bool in_place : {false, true}) {
             if (in_place && c.dlogits_dtype != c.dtype) continue;
             for (double eps : {0.0, 0.1}) {
-                HostTensor logits = make_tensor(c.dtype, {kRows, c.n});
+                HostTensor logits = make_tensor(c.dtype, {rows, c.n});
                 fill_random(logits, test_rng());
                 set_special_rows(logits, 1);
-                HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {kRows, c.n}, 1);
+                HostTensor target = make_per_row_tensor(SMX_DTYPE_I64, {rows, c.n}, 1);
                 const std::vector<std::int64_t> target_offsets = logical_offsets(target);
-                for (std::int64_t r = 0; r < kRows; ++r) {
+                for (std::int64_t r = 0; r < rows; ++r) {
                     set_index(target, target_offsets[r], columns[static_cast<std::size_t>(r / 2) % columns.size()]);
                 }
                 const smxCrossEntropyOptions_t options = cross_entropy_options(SMX_REDUCTION_MEAN, -100, eps);
                 const CrossEntropyReference ref = reference_cross_entropy(logits, target, 1, options);
                 HostTensor loss = make_tensor(statistics_dtype(c.dtype), {1});
-                HostTensor dlogits = make_tensor(c.dlogits_dtype, {kRows, c.n});
+                HostTensor dlogits = make_tensor(c.dlogits_dtype, {rows, c.n});
                 HostTensor* gradient = in_place ? &logits : &dlogits;
                 const CudaCall call = cuda_cross_entropy(loss, nullptr, gradient, logits, target, 1, options);
                 INFO("eps " << eps << (in_place ? " in place" : "") << " | " << call.error << " | plan: " << call.plan);

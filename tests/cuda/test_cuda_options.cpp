@@ -827,9 +827,19 @@ void check_staged_additive_rows(smxHandle_t handle, smxDataType_t x_dtype, smxDa
     HostTensor row_scale = make_tensor(SMX_DTYPE_F32, {rows});
     const double factors[] = {0.0, -2.5, 1e30, kNaN, kInf, 1e-30, -kInf};
     for (std::int64_t r = 0; r < rows; ++r) row_scale.set(r, factors[r]);
+    // f32 rows this long reach the staged instance only in clusters of 16 CTAs; the GPU suite's synccheck stage caps
+    // clusters at 8 (SMX_CUDA_MAX_CLUSTER, scripts/gpu-suite.sh), where the results are checked but not the plans.
+    const char* cap = std::getenv("SMX_CUDA_MAX_CLUSTER");
+    const int max_cluster = cap == nullptr ? 0 : std::atoi(cap);  // as the planner reads it: 1..15 caps
+    const bool staged_plannable = x_dtype != SMX_DTYPE_F32 || max_cluster < 1 || max_cluster >= 16;
+    if (!staged_plannable) WARN("SMX_CUDA_MAX_CLUSTER=" << cap << ": the f32 staged plan is not checked");
     for (bool log_mode : {false, true}) {
         HostTensor y = make_tensor(y_dtype, {rows, n});
         for (const OptionsSpec& s : staged_additive_specs(per_row, shared, n, row_scale_specials ? &row_scale : nullptr)) {
+            if (!staged_plannable) {
+                CHECK_OPTIONS(handle, y, x, 1, log_mode, s);
+                continue;
+            }
             const std::string plan = check_on_block_regs(handle, y, x, log_mode, s, {values_part, " set=additive"});
             INFO(describe_spec(s) << " | plan: " << plan);
             CHECK(plan.find(" staged_mask=" + std::to_string(plan_value(plan, "threads") * 128)) != std::string::npos);
