@@ -39,7 +39,8 @@ struct LogprobsPointers {
 
 // Every log-probability plan's workspace has one layout, so that each kernel finds its regions from the base
 // and the row count alone; a plan sizes it to the last region it uses. Each region starts on a 16-byte unit:
-//   [0, 16)       count     one double: the rows a MEAN counts (count kernel -> ce-regs, ce-write, general)
+//   [0, 16)       scale     the gradient's scale for a MEAN, 1 / the rows it counts (1 where none does): a double
+//                           at 0, the same rounded to float at 8 (count kernel -> ce-regs, ce-write, general)
 //   row_losses    RowLoss<C> per row: the loss and whether the row counts (-> finish)
 //   row_lse       C per row: the row's lse (stats -> ce-write; general -> finish)
 //   partials      RowStats<C> per chunk of every row (split stats -> combine)

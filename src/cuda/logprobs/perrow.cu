@@ -1,6 +1,6 @@
 // perrow.cu - cross-entropy's per-row kernels, one CTA each, any layout of the per-row operands:
-//   count   the rows a MEAN divides by (targets that are not ignore_index), into the workspace before the kernels
-//           that scale dlogits by it;
+//   count   the rows a MEAN divides by (targets that are not ignore_index), as the gradient's scale 1 / count,
+//           into the workspace before the kernels that scale dlogits by it;
 //   finish  the reduction of the per-row losses (SUM, MEAN) in one fixed order (each thread a strided share in
 //           double, then a fixed tree), and the scatter of the loss and lse the general kernel left compact.
 // Traffic: one target, or one loss and count, per row. performance.md#log-probabilities.
@@ -33,7 +33,14 @@ __global__ void __launch_bounds__(kPerRowThreads) ce_count(const ParamBlock<Logp
         counted += t != args.ignore_index ? 1 : 0;
     }
     counted = block_sum(counted, scratch);
-    if (threadIdx.x == 0) *static_cast<double*>(args.operand.workspace) = static_cast<double>(counted);
+    // The gradient's scale rather than the count, in both statistics types, so no gradient thread divides or
+    // converts (params.hpp, the workspace).
+    if (threadIdx.x == 0) {
+        const double scale = counted > 0 ? 1.0 / static_cast<double>(counted) : 1.0;
+        auto* region = static_cast<unsigned char*>(args.operand.workspace);
+        *reinterpret_cast<double*>(region) = scale;
+        *reinterpret_cast<float*>(region + sizeof(double)) = static_cast<float>(scale);
+    }
 }
 
 template <class S>

@@ -72,6 +72,8 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
     const std::int64_t target_in_slice = t - slice_begin;
     const bool slice_holds_target = target_in_slice >= 0 && target_in_slice < count;
     if (tid == 0 && (rank == 0 || slice_holds_target)) target_logit = t >= 0 && t < n ? C(to_compute(x_row[t])) : C(0);
+    // Read with the row, not after the exchange, where every thread would wait on it before its first store.
+    const C scale = gradient_scale<C>(args.operand.workspace, args.reduction);
     // 16-bit logits stay packed, widened at each use.
     const auto value = [&](int p, int k) -> C { return widen_element_on_use(raw[p], k); };
 
@@ -161,7 +163,6 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
                 }
             }
         }
-        const C scale = gradient_scale<C>(args.operand.workspace, args.reduction);
         with_shifted_exp(result.lse, [&](const auto& exp) {
             const GradientRow<C> g = gradient_row(true, false, t, n, eps, scale, exp.unbias());
 #pragma unroll

@@ -48,8 +48,8 @@ __device__ __forceinline__ RowStats<C>* workspace_partials(void* workspace, std:
 template <class C>
 __device__ __forceinline__ C gradient_scale(const void* workspace, int reduction) {
     if (reduction != SMX_REDUCTION_MEAN) return C(1);
-    const double count = *static_cast<const double*>(workspace);
-    return count > 0.0 ? static_cast<C>(1.0 / count) : C(1);
+    const auto* region = static_cast<const unsigned char*>(workspace);
+    return *reinterpret_cast<const C*>(region + (std::is_same_v<C, double> ? 0 : sizeof(double)));
 }
 
 // ---- statistics ---------------------------------------------------------------------------------------------
