@@ -84,6 +84,19 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // hold no other body, so they have registers for what the options kernels could not afford (one bound a load,
     // the window tested a pack at a time).
     constexpr bool kFoldedAlone = kHeldBeforeScale<Input> && (sizeof(X) == 4 || kPackedHold || kRowScaleFolded<Input>);
+    // f32 x's 8-value options bodies serve single rows (grid-regs plans), which wait on every instruction before their
+    // first load: where they load x without a mask, rows without a causal window issue plain's loads, and only rows
+    // with one work the window out before theirs (16-value bodies took registers with it, 16-bit x's its row's
+    // indices out of the uniform registers).
+    constexpr bool kLoadsBeforeWindow =
+        sizeof(X) == 4 && kValues == 8 && !kStagedSteps && !kStagedMask && !LoadedMaskPack<Input, kPack>::kLoaded;
+    // How the widen of the unmasked, keep and additive sets sets -inf past the causal window: f32 x tests every value
+    // but in the folded instance and at 8 values (a branch a pack cost the options kernels' 32-value bodies stack);
+    // the others test a pack's elements only in a pack that reaches past the window. Grid-regs steps and f32 x's 8
+    // values first test whether the window ends inside the slice at all, a branch uniform over the CTA (16-value
+    // bodies took registers with it).
+    constexpr bool kWindowTestedPerValue = sizeof(X) == 4 && !kFoldedAlone && kValues != 8;
+    constexpr bool kWindowTestedPerRow = kRowSteps || (sizeof(X) == 4 && kValues == 8);
     static_assert(!Input::kPerRow || (kOptionsHold && (!kRowSteps || kUnmaskedOptions<Input>)), "no such options instance");
 
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
@@ -152,7 +165,9 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         // folds its own scale (FoldedRowValues).
         const auto values = row_held_values<C>(input, row_options);
         int read_count = count;
-        if constexpr (Input::kPerRow) read_count = static_cast<int>(window_count(row_options.read_len, slice_begin, count));
+        if constexpr (Input::kPerRow && !kLoadsBeforeWindow) {
+            read_count = static_cast<int>(window_count(row_options.read_len, slice_begin, count));
+        }
         // The slice index (head first) of value k of pack p.
         const auto slice_index = [&](int p, int k) { return head + (p * threads + tid) * kPack + k; };
         // Packed holds with a causal window: calls exclude(p, k) for each element k of pack p past the window, one
@@ -266,9 +281,32 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 }
             }
         } else if constexpr (Input::kPerRow) {
-            if constexpr (kFoldedAlone) {
-                // The body packs that start inside the causal window: one test a load, as plain's (in the options
-                // kernels this count took registers and spilled).
+            // The body packs that start inside the causal window (those before `window`), each behind its own tests.
+            const auto load_window_packs = [&](int window) {
+#pragma unroll
+                for (int p = 0; p < kPacks; ++p) {
+                    const int pack = p * threads + tid;
+                    if (pack < body_packs && slice_index(p, 0) < window) {
+                        raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                    }
+                }
+            };
+            if constexpr (kLoadsBeforeWindow) {
+                // Without a causal window (a branch uniform over the launch) the loads are plain's.
+                if (!input.has_window()) {
+#pragma unroll
+                    for (int p = 0; p < kPacks; ++p) {
+                        const int pack = p * threads + tid;
+                        if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                    }
+                } else {
+                    // From the input rather than row_options: the compiler computed the bound row's window ahead of
+                    // the loads even where it was read only here.
+                    read_count = static_cast<int>(window_count(input.read_len(row, args.row_len), slice_begin, count));
+                    load_window_packs(read_count);
+                }
+            } else if constexpr (kFoldedAlone) {
+                // The body packs that start inside the causal window: one test a load, as plain's.
                 const int window_packs = read_count > head ? min(body_packs, (read_count - head + kPack - 1) / kPack) : 0;
 #pragma unroll
                 for (int p = 0; p < kPacks; ++p) {
@@ -276,13 +314,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                     if (pack < window_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
                 }
             } else {
-#pragma unroll
-                for (int p = 0; p < kPacks; ++p) {
-                    const int pack = p * threads + tid;
-                    if (pack < body_packs && slice_index(p, 0) < read_count) {
-                        raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
-                    }
-                }
+                load_window_packs(read_count);
             }
             // A row's own fold: x times the row's pre_factor, in x's dtype (exact), before the window's -inf is set;
             // one uniform branch for all packs (a branch a pack was if-converted: a predicated multiply a value).
@@ -333,11 +365,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 if constexpr (kStagedMask) mask_packs[p] = additive_mask_pack_of(staged_mask[p * threads + tid]);
 #pragma unroll
                 for (int k = 0; k < kPack; ++k) held[p * kPack + k] = mask_packs[p](row_options.scaled(held[p * kPack + k]), k);
-                // (f32 x tests every value but in the folded instance: the branch cost the options kernels'
-                // 32-value bodies stack. Grid-regs steps test only where the window ends inside the slice, a
-                // branch uniform over the CTA.)
-                if ((!kRowSteps || read_count < count) &&
-                    ((sizeof(X) == 4 && !kFoldedAlone) || slice_index(p, kPack - 1) >= read_count)) {
+                if ((!kWindowTestedPerRow || read_count < count) &&
+                    (kWindowTestedPerValue || slice_index(p, kPack - 1) >= read_count)) {
 #pragma unroll
                     for (int k = 0; k < kPack; ++k) {
                         if (slice_index(p, k) >= read_count) held[p * kPack + k] = neg_inf<C>();

@@ -375,6 +375,9 @@ struct RowsOptionsInput {
         return {options, mask_row, window_len, scale};
     }
 
+    // Whether rows may end their reads before row_len (a causal window).
+    __device__ __forceinline__ bool has_window() const { return options.causal != 0; }
+
     // Row r's elements before the end of its causal window (row_len without one).
     __device__ __forceinline__ std::int64_t read_len(std::int64_t row, std::int64_t row_len) const {
         if (options.causal == 0) return row_len;

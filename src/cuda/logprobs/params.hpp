@@ -134,8 +134,9 @@ struct LogprobsPerRowParams {
 
 // ---- instances ------------------------------------------------------------------------------------------
 
-// The stats kernel for x's dtype; with_mean: it also sums x / n (label smoothing).
-const void* logprobs_stats_kernel(smxDataType_t x_dtype, bool with_mean);
+// The stats kernel for x's dtype; with_mean: it also sums x / n (label smoothing); cross_entropy: the instance that
+// reads each row's target with the row (the other ops' instances have no such reads).
+const void* logprobs_stats_kernel(smxDataType_t x_dtype, bool with_mean, bool cross_entropy);
 // The combine kernel (split partials -> the row's result) for x's dtype.
 const void* logprobs_combine_kernel(smxDataType_t x_dtype);
 // ce-write for (logits, dlogits) dtypes: dlogits of the logits' dtype or f32 (nullptr otherwise).

@@ -61,10 +61,11 @@ const void* ce_regs_kernel(smxDataType_t x_dtype, smxDataType_t dlogits_dtype, i
 
 // ---- stats ---------------------------------------------------------------------------------------------------
 
-smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanContext& context, StatsChoice* choice) {
+smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, bool cross_entropy, const PlanContext& context,
+                         StatsChoice* choice) {
     const LogprobsTuning& tuning = context.tuning.logprobs;
     *choice = {};
-    choice->kernel = logprobs_stats_kernel(problem.x_dtype, with_mean);
+    choice->kernel = logprobs_stats_kernel(problem.x_dtype, with_mean, cross_entropy);
     SMX_RETURN_IF_ERROR(require_kernel(choice->kernel, problem.x_dtype, problem.x_dtype, "logprobs stats"));
     choice->slice_len = problem.row_len;
     if (problem.row_len <= tuning.warp_max_len) {

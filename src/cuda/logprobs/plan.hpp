@@ -31,8 +31,10 @@ struct StatsChoice {
     int ctas_per_sm = 0;
 };
 
-// with_mean: cross-entropy with label smoothing (the kernel also sums x / n).
-smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, const PlanContext& context, StatsChoice* choice);
+// with_mean: cross-entropy with label smoothing (the kernel also sums x / n); cross_entropy: the op is
+// cross-entropy (its own instance, logprobs_stats_kernel).
+smxStatus_t choose_stats(const RowsProblem& problem, bool with_mean, bool cross_entropy, const PlanContext& context,
+                         StatsChoice* choice);
 
 // Appends the stats launch (and the combine launch of a split) running `params` (the problem's fields, op and
 // outputs filled in; the launch fields are set here) and their workspace.

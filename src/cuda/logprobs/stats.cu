@@ -17,10 +17,18 @@
 namespace smx::cuda {
 namespace {
 
-// The row's result, written by a group of `lanes` threads (lane 0..lanes-1) once its statistics are complete.
+// Cross-entropy's target index and its logit, where the thread that finishes the row read them beforehand.
+template <class C>
+struct RowTarget {
+    std::int64_t index;
+    C logit;
+};
+
+// The row's result, written by a group of `lanes` threads (lane 0..lanes-1) once its statistics are complete;
+// cross-entropy's target is read here unless `target` brings it.
 template <class X, class C>
 __device__ __forceinline__ void finish_row(const LogprobsRowsParams& args, std::int64_t row, const RowStats<C>& stats,
-                                           int lane, int lanes) {
+                                           int lane, int lanes, const RowTarget<C>* target = nullptr) {
     const X* x_row = static_cast<const X*>(args.operand.x) + row * args.x_row_stride;
     const RowResult<C> result = row_result(stats);
     C* out = static_cast<C*>(args.operand.out);
@@ -38,8 +46,13 @@ __device__ __forceinline__ void finish_row(const LogprobsRowsParams& args, std::
             return;
         case RowOp::CrossEntropy: {
             if (lane != 0) return;
-            const std::int64_t t = load_index(args.operand.index, row * args.index_row_stride, index_64);
-            const C target_logit = t >= 0 && t < args.row_len ? C(to_compute(x_row[t])) : C(0);
+            const std::int64_t t = target != nullptr ? target->index : load_index(args.operand.index, row * args.index_row_stride, index_64);
+            C target_logit = C(0);
+            if (target != nullptr) {
+                target_logit = target->logit;
+            } else if (t >= 0 && t < args.row_len) {
+                target_logit = C(to_compute(x_row[t]));
+            }
             const CrossEntropyRow<C> ce = cross_entropy_row(result, stats.mean, t, args.row_len, args.ignore_index,
                                                             static_cast<C>(args.label_smoothing), target_logit);
             if (args.reduction == SMX_REDUCTION_NONE) {
@@ -82,8 +95,10 @@ __device__ __forceinline__ void stats_lane_groups(const LogprobsRowsParams& args
     }
 }
 
-// One CTA per (row, chunk): grid.x = chunks x rows of one grid row, grid.y the grid rows.
-template <bool kMean, class X>
+// One CTA per (row, chunk): grid.x = chunks x rows of one grid row, grid.y the grid rows. kEarlyTarget: the
+// cross-entropy instances, which read the target with the row (an instance of their own, so logsumexp's and the
+// gather's code does not carry the early reads).
+template <bool kMean, bool kEarlyTarget, class X>
 __device__ __forceinline__ void stats_ctas(const LogprobsRowsParams& args) {
     using C = ComputeType<X>;
     __shared__ RowStats<C> scratch[33];
@@ -101,30 +116,36 @@ __device__ __forceinline__ void stats_ctas(const LogprobsRowsParams& args) {
     const std::int64_t begin = chunk * args.slice_len;
     const std::int64_t remaining = args.row_len - begin;
     const std::int64_t count = remaining < 0 ? 0 : (remaining < args.slice_len ? remaining : args.slice_len);
-    const X* x_chunk = static_cast<const X*>(args.operand.x) + row * args.x_row_stride + begin;
-    RowStats<C> stats = range_stats<kMean>(x_chunk, count, threadIdx.x, blockDim.x, inverse_length<C>(args.row_len));
+    const X* x_row = static_cast<const X*>(args.operand.x) + row * args.x_row_stride;
+    // Cross-entropy's target: its index read before the row and its logit right after it, so neither round trip
+    // waits after the reduction, where the finishing thread held its CTA for both in turn.
+    const bool reads_target = kEarlyTarget && threadIdx.x == 0 && (chunks == 1 || (cluster && chunk == 0));
+    RowTarget<C> target{0, C(0)};
+    if (reads_target) target.index = load_index(args.operand.index, row * args.index_row_stride, args.index_64 != 0);
+    RowStats<C> stats = range_stats<kMean>(x_row + begin, count, threadIdx.x, blockDim.x, inverse_length<C>(args.row_len));
+    if (reads_target && target.index >= 0 && target.index < args.row_len) target.logit = C(to_compute(x_row[target.index]));
     stats = cta_stats(stats, scratch);
     if (chunks == 1) {
-        finish_row<X>(args, row, stats, threadIdx.x, blockDim.x);
+        finish_row<X>(args, row, stats, threadIdx.x, blockDim.x, kEarlyTarget ? &target : nullptr);
     } else if (args.split != 0) {
         if (threadIdx.x == 0) workspace_partials<C>(args.operand.workspace, args.rows)[row * chunks + chunk] = stats;
     } else if constexpr (kPushStats) {
         stats = pushed_cluster_row_stats(stats, mailbox, &cluster_result, static_cast<unsigned>(chunk),
                                          static_cast<unsigned>(chunks));
-        if (chunk == 0) finish_row<X>(args, row, stats, threadIdx.x, blockDim.x);
+        if (chunk == 0) finish_row<X>(args, row, stats, threadIdx.x, blockDim.x, kEarlyTarget ? &target : nullptr);
     } else {
         stats = cluster_row_stats(stats, &exchange, &cluster_result, static_cast<unsigned>(chunks));
-        if (chunk == 0) finish_row<X>(args, row, stats, threadIdx.x, blockDim.x);
+        if (chunk == 0) finish_row<X>(args, row, stats, threadIdx.x, blockDim.x, kEarlyTarget ? &target : nullptr);
         cluster_wait();  // peers may still be reading `exchange`
     }
 }
 
-template <class X, bool kMean>
+template <class X, bool kMean, bool kEarlyTarget>
 __global__ void __launch_bounds__(kStatsMaxThreads) logprobs_stats(const ParamBlock<LogprobsRowsParams> args) {
     if (args.group_threads < static_cast<int>(blockDim.x)) {
         stats_lane_groups<kMean, X>(args);
     } else {
-        stats_ctas<kMean, X>(args);
+        stats_ctas<kMean, kEarlyTarget, X>(args);
     }
 }
 
@@ -147,11 +168,12 @@ __global__ void __launch_bounds__(kCombineThreads) logprobs_combine(const ParamB
 
 }  // namespace
 
-const void* logprobs_stats_kernel(smxDataType_t x_dtype, bool with_mean) {
-    return visit_dtype(x_dtype, [with_mean](auto tag) -> const void* {
+const void* logprobs_stats_kernel(smxDataType_t x_dtype, bool with_mean, bool cross_entropy) {
+    return visit_dtype(x_dtype, [with_mean, cross_entropy](auto tag) -> const void* {
         using X = typename decltype(tag)::type;
-        return with_mean ? reinterpret_cast<const void*>(&logprobs_stats<X, true>)
-                         : reinterpret_cast<const void*>(&logprobs_stats<X, false>);
+        if (with_mean) return reinterpret_cast<const void*>(&logprobs_stats<X, true, true>);  // only cross-entropy smooths
+        return cross_entropy ? reinterpret_cast<const void*>(&logprobs_stats<X, false, true>)
+                             : reinterpret_cast<const void*>(&logprobs_stats<X, false, false>);
     });
 }
 

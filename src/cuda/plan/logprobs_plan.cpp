@@ -149,7 +149,8 @@ LogprobsRowsParams rows_params(const RowGeometry& geometry, RowOp op) {
 smxStatus_t plan_stats(const RowsProblem& problem, bool with_mean, const LogprobsRowsParams& params,
                        const PlanContext& context, LogprobsCall* call, std::string* family) {
     cuda::StatsChoice choice;
-    SMX_RETURN_IF_ERROR(cuda::choose_stats(problem, with_mean, context, &choice));
+    const bool cross_entropy = static_cast<RowOp>(params.op) == RowOp::CrossEntropy;
+    SMX_RETURN_IF_ERROR(cuda::choose_stats(problem, with_mean, cross_entropy, context, &choice));
     *family = choice.split ? "stats-split" : choice.chunks > 1 ? "stats-cluster" : "stats";
     return cuda::add_stats(problem, choice, params, call);
 }
