@@ -45,7 +45,8 @@ public:
 class CrossEntropyPlan {
 public:
     virtual ~CrossEntropyPlan() = default;
-    // A reduced loss on CUDA keeps its per-row losses and the count of counted rows here.
+    // A reduced loss on CUDA keeps its per-row losses here, and a MEAN with dlogits the gradient's scale (1 / the
+    // count of counted rows).
     virtual std::size_t workspace_bytes() const = 0;
     virtual const std::string& description() const = 0;
     // The loss (per row, or reduced), and lse and dlogits where the info has them (their pointers are NULL
