@@ -24,14 +24,54 @@ __device__ __forceinline__ T block_sum(T value, T* scratch) {
     return value;
 }
 
+// block_sum of two doubles at once: each through block_sum's tree (the same bits), behind one barrier.
+__device__ __forceinline__ void block_sum_pair(double& a, double& b, double2* scratch) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+        a += __shfl_xor_sync(0xffffffffu, a, offset);
+        b += __shfl_xor_sync(0xffffffffu, b, offset);
+    }
+    const int lane = threadIdx.x % 32;
+    if (lane == 0) scratch[threadIdx.x / 32] = make_double2(a, b);
+    __syncthreads();
+    const double2 warp = lane < static_cast<int>(blockDim.x / 32) ? scratch[lane] : make_double2(0.0, 0.0);
+    a = warp.x;
+    b = warp.y;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+        a += __shfl_xor_sync(0xffffffffu, a, offset);
+        b += __shfl_xor_sync(0xffffffffu, b, offset);
+    }
+}
+
+// Rows a thread loads before it adds any: a share of up to kRowsInFlight x blockDim.x rows in one round trip.
+constexpr int kRowsInFlight = 8;
+
+// Hands add() load(row) for this thread's strided share of the rows, in row order, kRowsInFlight loads at a time.
+template <class Load, class Add>
+__device__ __forceinline__ void for_strided_rows(std::int64_t rows, const Load& load, const Add& add) {
+    using Value = decltype(load(std::int64_t{0}));
+    const std::int64_t threads = blockDim.x;
+    for (std::int64_t first = threadIdx.x; first < rows; first += kRowsInFlight * threads) {
+        Value batch[kRowsInFlight];
+#pragma unroll
+        for (int k = 0; k < kRowsInFlight; ++k) {
+            if (first + k * threads < rows) batch[k] = load(first + k * threads);
+        }
+#pragma unroll
+        for (int k = 0; k < kRowsInFlight; ++k) {
+            if (first + k * threads < rows) add(batch[k]);
+        }
+    }
+}
+
 __global__ void __launch_bounds__(kPerRowThreads) ce_count(const ParamBlock<LogprobsPerRowParams> args) {
     __shared__ long long scratch[32];
     long long counted = 0;
-#pragma unroll 4
-    for (std::int64_t row = threadIdx.x; row < args.rows; row += blockDim.x) {
-        const std::int64_t t = load_index(args.operand.index, space_offset(args.space, args.ndim, 0, row), args.index_64 != 0);
-        counted += t != args.ignore_index ? 1 : 0;
-    }
+    for_strided_rows(
+        args.rows,
+        [&](std::int64_t row) { return load_index(args.operand.index, space_offset(args.space, args.ndim, 0, row), args.index_64 != 0); },
+        [&](std::int64_t t) { counted += t != args.ignore_index ? 1 : 0; });
     counted = block_sum(counted, scratch);
     // The gradient's scale rather than the count, in both statistics types, so no gradient thread divides or
     // converts (params.hpp, the workspace).
@@ -45,7 +85,7 @@ __global__ void __launch_bounds__(kPerRowThreads) ce_count(const ParamBlock<Logp
 
 template <class S>
 __global__ void __launch_bounds__(kPerRowThreads) ce_finish(const ParamBlock<LogprobsPerRowParams> args) {
-    __shared__ double scratch[32];
+    __shared__ double2 scratch[32];
     const RowLoss<S>* row_losses = workspace_row_losses<S>(args.operand.workspace);
     if (args.scatter_lse != 0) {
         const S* row_lse = workspace_row_lse<S>(args.operand.workspace, args.rows);
@@ -64,14 +104,13 @@ __global__ void __launch_bounds__(kPerRowThreads) ce_finish(const ParamBlock<Log
     }
     double total = 0.0;
     double counted = 0.0;  // exact: an integer below 2^53
-#pragma unroll 4
-    for (std::int64_t row = threadIdx.x; row < args.rows; row += blockDim.x) {
-        total += static_cast<double>(row_losses[row].loss);
-        counted += static_cast<double>(row_losses[row].counted);
-    }
-    total = block_sum(total, scratch);
-    __syncthreads();  // scratch is reused
-    counted = block_sum(counted, scratch);
+    for_strided_rows(
+        args.rows, [&](std::int64_t row) { return row_losses[row]; },
+        [&](const RowLoss<S>& row) {
+            total += static_cast<double>(row.loss);
+            counted += static_cast<double>(row.counted);
+        });
+    block_sum_pair(total, counted, scratch);
     // A mean over no counted row is 0 / 0: NaN, as in PyTorch.
     if (threadIdx.x == 0) loss[0] = static_cast<S>(args.reduction == SMX_REDUCTION_SUM ? total : total / counted);
 }
