@@ -97,6 +97,13 @@ std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const Hos
     return compare_to_reference(y, ref.y, log_mode, &ref.z_magnitude, options_compute_rtol(x.dtype, y.dtype));
 }
 
+// `spec` with its scalar scale as the kernels hold it (float), for the reference.
+OptionsSpec with_float_scale(const OptionsSpec& spec) {
+    OptionsSpec held = spec;
+    if (spec.scale) held.scale = static_cast<double>(static_cast<float>(*spec.scale));
+    return held;
+}
+
 #define CHECK_OPTIONS(handle, y, x, axis, log_mode, spec)                                                    \
     do {                                                                                                     \
         std::string plan_;                                                                                   \
@@ -280,8 +287,7 @@ void check_unmasked_options_on_long_rows(smxHandle_t handle, smxDataType_t x_dty
     for (bool log_mode : {false, true}) {
         HostTensor y = make_tensor(y_dtype, {rows, n});
         for (const OptionsSpec& s : specs) {
-            OptionsSpec reference_spec = s;  // the scale as the kernels hold it (float)
-            if (s.scale) reference_spec.scale = static_cast<double>(static_cast<float>(*s.scale));
+            const OptionsSpec reference_spec = with_float_scale(s);
             std::string plan;
             const std::string mismatch = check_options_on_device(handle, y, x, 1, log_mode, s, &plan, &reference_spec);
             INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
@@ -1577,7 +1583,9 @@ TEST_CASE("cuda options: 16-bit decode rows on grid-regs take the loads-first in
                 std::string plan;
                 {
                     ScopedEnvironment grid("SMX_CUDA_LONG_ROWS", "grid");
-                    const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan);
+                    const OptionsSpec reference_spec = with_float_scale(s);
+                    const std::string mismatch =
+                        check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan, &reference_spec);
                     INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
                     CHECK(mismatch == "");
                     CHECK(plan.find(" loads-first options=") != std::string::npos);
