@@ -97,6 +97,13 @@ std::string check_options_on_device(smxHandle_t handle, HostTensor& y, const Hos
     return compare_to_reference(y, ref.y, log_mode, &ref.z_magnitude, options_compute_rtol(x.dtype, y.dtype));
 }
 
+// `spec` with its scalar scale as the kernels hold it (float), for the reference.
+OptionsSpec with_float_scale(const OptionsSpec& spec) {
+    OptionsSpec held = spec;
+    if (spec.scale) held.scale = static_cast<double>(static_cast<float>(*spec.scale));
+    return held;
+}
+
 #define CHECK_OPTIONS(handle, y, x, axis, log_mode, spec)                                                    \
     do {                                                                                                     \
         std::string plan_;                                                                                   \
@@ -280,8 +287,7 @@ void check_unmasked_options_on_long_rows(smxHandle_t handle, smxDataType_t x_dty
     for (bool log_mode : {false, true}) {
         HostTensor y = make_tensor(y_dtype, {rows, n});
         for (const OptionsSpec& s : specs) {
-            OptionsSpec reference_spec = s;  // the scale as the kernels hold it (float)
-            if (s.scale) reference_spec.scale = static_cast<double>(static_cast<float>(*s.scale));
+            const OptionsSpec reference_spec = with_float_scale(s);
             std::string plan;
             const std::string mismatch = check_options_on_device(handle, y, x, 1, log_mode, s, &plan, &reference_spec);
             INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
@@ -1522,6 +1528,89 @@ struct InvariantBatch {
 };
 
 }  // namespace
+
+TEST_CASE("cuda options: 16-bit decode rows on grid-regs take the loads-first instance, against the reference and "
+          "bit for bit against one row alone",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // A 32000-element row plans grid-regs at 16 values (4 CTAs of 512 threads), whose unmasked options take the
+    // loads-first instance. Six rows (grid-regs forced, as the rule gives several rows clusters) carry the special
+    // rows and per-row scales; the last run alone, on the rule's plan (its window's offset moved to its query, 0),
+    // must give its bits in the six.
+    const std::int64_t rows = 6, n = 32000, probe = rows - 1;
+    const Pair pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16},
+                          {SMX_DTYPE_F16, SMX_DTYPE_F16},
+                          {SMX_DTYPE_BF16, SMX_DTYPE_F32},
+                          {SMX_DTYPE_F16, SMX_DTYPE_F32}};
+    HostTensor per_row = make_tensor(SMX_DTYPE_F32, {rows});
+    const double factors[] = {1.7, -2.5, 1e30, kNaN, 0.0, 0.75};
+    for (std::int64_t r = 0; r < rows; ++r) per_row.set(r, factors[r]);
+    HostTensor probe_scale = make_tensor(SMX_DTYPE_F32, {1});
+    probe_scale.set(0, factors[probe]);
+    for (const Pair& pair : pairs) {
+        const std::string plain = plan_for_rows(handle.get(), pair.x, pair.y, 1, n);
+        INFO("plain: " << plain);
+        REQUIRE(plain.rfind("cuda grid-regs values=16 ", 0) == 0);
+        const std::int64_t slice = plan_value(plain, "slice");
+        HostTensor x = make_tensor(pair.x, {rows, n});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        HostTensor probe_x = make_tensor(pair.x, {1, n});
+        copy_row(probe_x, 0, x, probe);
+        // Windows ending inside a pack, on a slice's last element, before the row (nothing kept) and past it.
+        std::vector<OptionsSpec> specs;
+        for (const double factor : {0.37, 1e30, -2.5}) {
+            OptionsSpec spec;
+            spec.scale = factor;
+            specs.push_back(spec);
+        }
+        OptionsSpec spec;
+        spec.scale_tensor = &per_row;
+        specs.push_back(spec);
+        for (const std::int64_t k : {n / 2 + 3, slice - 1, std::int64_t{-1}, n}) {
+            spec = {};
+            spec.causal = k;
+            spec.zero_rows = k < 0;
+            specs.push_back(spec);
+        }
+        spec = {};
+        spec.causal = slice + 5;
+        spec.scale_tensor = &per_row;
+        specs.push_back(spec);
+        for (bool log_mode : {false, true}) {
+            for (const OptionsSpec& s : specs) {
+                HostTensor y = make_tensor(pair.y, {rows, n});
+                std::string plan;
+                {
+                    ScopedEnvironment grid("SMX_CUDA_LONG_ROWS", "grid");
+                    const OptionsSpec reference_spec = with_float_scale(s);
+                    const std::string mismatch =
+                        check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan, &reference_spec);
+                    INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
+                    CHECK(mismatch == "");
+                    CHECK(plan.find(" loads-first options=") != std::string::npos);
+                    CHECK(plan.find(" set=unmasked") != std::string::npos);
+                }
+                OptionsSpec alone = s;
+                if (s.scale_tensor != nullptr) alone.scale_tensor = &probe_scale;
+                if (s.causal) alone.causal = *s.causal + probe;
+                HostTensor probe_y = make_tensor(pair.y, {1, n});
+                std::string probe_plan;
+                REQUIRE(run_options_on_device(handle.get(), probe_y, probe_x, 1, log_mode, alone, &probe_plan) ==
+                        SMX_STATUS_SUCCESS);
+                HostTensor row = make_tensor(pair.y, {1, n});
+                copy_row(row, 0, y, probe);
+                const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(pair.y);
+                INFO(describe_spec(s) << (log_mode ? " log" : "") << " | one row: " << probe_plan);
+                // plain's configuration on the loads-first instance, which names its own CTAs per SM
+                const std::regex ctas_per_sm(" ctas_per_sm=[0-9]+");
+                CHECK(std::regex_replace(probe_plan, ctas_per_sm, "")
+                          .rfind(std::regex_replace(plain, ctas_per_sm, "") + " loads-first options=", 0) == 0);
+                CHECK(std::memcmp(row.data(), probe_y.data(), bytes) == 0);
+            }
+        }
+    }
+}
 
 TEST_CASE("cuda options: batch invariance, a row's bits and plan the same for 1, 2, 7, 64 and 4096 rows at any "
           "position, either side of every family and cluster bound",

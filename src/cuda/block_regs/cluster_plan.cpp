@@ -264,6 +264,7 @@ std::string staged_mask_note(std::size_t shared_bytes) {
 
 const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int values) {
     if (kernel == block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, values)) return " folded";
+    if (kernel == grid_regs_loads_first_options_kernel(info.x_dtype, info.y_dtype, values)) return " loads-first";
     return kernel == block_regs_softmax_row_folded_kernel(info.x_dtype, info.y_dtype, values) ? " row-folded" : "";
 }
 

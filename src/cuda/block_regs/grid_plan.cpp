@@ -22,6 +22,24 @@ std::int64_t grid_regs_slice_target(std::int64_t row_len, std::int64_t x_size, c
     return slice;
 }
 
+// Grid-regs' options rows of 16-bit x in the unmasked set take the loads-first instance where all their CTAs are
+// resident with it (it may have fewer per SM than the shared instance: its registers), which then stands in the
+// choice with its own CTAs per SM; elsewhere they keep the shared instance.
+smxStatus_t take_loads_first_instance(const SoftmaxInfo& info, const PlanContext& context, GridRegsChoice* choice) {
+    const void* shared = block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, choice->values, RowsOptionSet::Unmasked);
+    if (!choice->fits || choice->kernel != shared) return SMX_STATUS_SUCCESS;
+    const void* kernel = grid_regs_loads_first_options_kernel(info.x_dtype, info.y_dtype, choice->values);
+    if (kernel == nullptr) return SMX_STATUS_SUCCESS;
+    int ctas_per_sm = 0;
+    SMX_RETURN_IF_ERROR(regs_ctas_per_sm(context, kernel, choice->threads, choice->shared_bytes, &ctas_per_sm));
+    const std::int64_t resident = static_cast<std::int64_t>(ctas_per_sm) * context.limits.multiprocessor_count;
+    if (info.rows * choice->chunks > resident) return SMX_STATUS_SUCCESS;
+    choice->kernel = kernel;
+    choice->ctas_per_sm = ctas_per_sm;
+    choice->resident = resident;
+    return SMX_STATUS_SUCCESS;
+}
+
 // Slices of about slice_target elements (whole 16-byte packs, so each keeps the row's phase), the fewest values
 // per thread that keep a CTA within the thread cap; fits when rows x chunks CTAs can all be resident (a
 // cooperative launch refuses more).
@@ -49,7 +67,7 @@ smxStatus_t choose_grid_regs_for(const SoftmaxInfo& info, const PlanContext& con
         const std::int64_t resident = static_cast<std::int64_t>(ctas_per_sm) * context.limits.multiprocessor_count;
         *choice = {info.rows * chunks <= resident, kernel, static_cast<int>(threads), values, slice_len, chunks,
                    ctas_per_sm, resident, shared_bytes};
-        return SMX_STATUS_SUCCESS;
+        return take_loads_first_instance(info, context, choice);
     }
     return SMX_STATUS_SUCCESS;
 }

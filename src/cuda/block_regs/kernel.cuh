@@ -37,8 +37,9 @@ __device__ __forceinline__ int slice_head(const X* slice, int count) {
 
 // The kernel body for one input transform and one output formula (common/epilogue.cuh): SoftmaxOutput or
 // LogSoftmaxOutput (a body per mode), or ForwardOutput (the mode at run time; see block_regs_modes). The
-// __global__ wrappers below differ in their launch bounds and in kRowSteps.
-template <class X, class Y, int kValues, bool kRowSteps, class Input, class Output>
+// __global__ wrappers below differ in their launch bounds and in kRowSteps. kLoadsFirst: the instance of grid-regs'
+// options rows of 16-bit x (block_regs_softmax_options_loads_first), whose loads go first as plain's do.
+template <class X, class Y, int kValues, bool kRowSteps, class Input, class Output, bool kLoadsFirst = false>
 __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     using C = ComputeType<X>;
     constexpr int kPack = kPackOfPair<X, Y>;
@@ -84,19 +85,21 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // hold no other body, so they have registers for what the options kernels could not afford (one bound a load,
     // the window tested a pack at a time).
     constexpr bool kFoldedAlone = kHeldBeforeScale<Input> && (sizeof(X) == 4 || kPackedHold || kRowScaleFolded<Input>);
-    // f32 x's 8-value options bodies serve single rows (grid-regs plans), which wait on every instruction before their
-    // first load: where they load x without a mask, rows without a causal window issue plain's loads, and only rows
-    // with one work the window out before theirs (16-value bodies took registers with it, 16-bit x's its row's
-    // indices out of the uniform registers).
-    constexpr bool kLoadsBeforeWindow =
-        sizeof(X) == 4 && kValues == 8 && !kStagedSteps && !kStagedMask && !LoadedMaskPack<Input, kPack>::kLoaded;
+    // f32 x's 8-value options bodies and the loads-first instance serve single rows (grid-regs plans), which wait on
+    // every instruction before their first load: where they load x without a mask, rows without a causal window issue
+    // plain's loads, and only rows with one work the window out before theirs (the shared 16-value bodies took
+    // registers with it, 16-bit x's its row's indices out of the uniform registers: a cost only where several CTAs
+    // share an SM, so 16-bit x's grid-regs rows take it in an instance of their own).
+    static_assert(!kLoadsFirst || (kUnmaskedOptions<Input> && !kRowSteps), "no such loads-first instance");
+    constexpr bool kLoadsBeforeWindow = (kLoadsFirst || (sizeof(X) == 4 && kValues == 8)) && !kStagedSteps &&
+                                        !kStagedMask && !LoadedMaskPack<Input, kPack>::kLoaded;
     // How the widen of the unmasked, keep and additive sets sets -inf past the causal window: f32 x tests every value
     // but in the folded instance and at 8 values (a branch a pack cost the options kernels' 32-value bodies stack);
     // the others test a pack's elements only in a pack that reaches past the window. Grid-regs steps and f32 x's 8
-    // values first test whether the window ends inside the slice at all, a branch uniform over the CTA (16-value
-    // bodies took registers with it).
+    // values and the loads-first instance first test whether the window ends inside the slice at all, a branch uniform
+    // over the CTA (the shared 16-value bodies took registers with it).
     constexpr bool kWindowTestedPerValue = sizeof(X) == 4 && !kFoldedAlone && kValues != 8;
-    constexpr bool kWindowTestedPerRow = kRowSteps || (sizeof(X) == 4 && kValues == 8);
+    constexpr bool kWindowTestedPerRow = kRowSteps || kLoadsFirst || (sizeof(X) == 4 && kValues == 8);
     static_assert(!Input::kPerRow || (kOptionsHold && (!kRowSteps || kUnmaskedOptions<Input>)), "no such options instance");
 
     // One pass without kRowSteps. With it, every CTA takes every step, since each step's grid barrier needs
@@ -159,14 +162,14 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         // slice's elements from read_count on are past the causal window: packs wholly past it are not
         // loaded, and those elements hold -inf as the padding does. (The plain statements below stay as they
         // were written, in the else branches: merged with the options', the compiler scheduled the plain
-        // instances differently.)
-        const auto row_options = bind_fast_row<C>(input, row, args.row_len);
+        // instances differently.) The loads-first instance binds its row again after the loads (row_options).
+        const auto row_at_loads = bind_fast_row<C>(input, row, args.row_len);
         // What the thread holds: z, x before the launch's scale, or x times the row's pre_factor where each row
         // folds its own scale (FoldedRowValues).
-        const auto values = row_held_values<C>(input, row_options);
+        const auto values = row_held_values<C>(input, row_at_loads);
         int read_count = count;
         if constexpr (Input::kPerRow && !kLoadsBeforeWindow) {
-            read_count = static_cast<int>(window_count(row_options.read_len, slice_begin, count));
+            read_count = static_cast<int>(window_count(row_at_loads.read_len, slice_begin, count));
         }
         // The slice index (head first) of value k of pack p.
         const auto slice_index = [&](int p, int k) { return head + (p * threads + tid) * kPack + k; };
@@ -242,7 +245,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         } else if constexpr (kStagedMask) {
             // Whole-pack copies where the body's mask is aligned to them (then so is every pack's), else element
             // by element (a row stride that puts the mask at another 16-byte phase than x).
-            const X* mask_body = reinterpret_cast<const X*>(row_options.mask_row) + slice_begin + head;
+            const X* mask_body = reinterpret_cast<const X*>(row_at_loads.mask_row) + slice_begin + head;
             const bool mask_vector = reinterpret_cast<std::uintptr_t>(mask_body) % sizeof(Packed<X, kPack>) == 0;
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
@@ -271,7 +274,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             }
         } else if constexpr (LoadedMask::kLoaded) {
             const auto read_mask_pack = mask_pack_reader<typename LoadedMask::Pack, typename LoadedMask::Element, kPack>(
-                row_options.mask_row, slice_begin + head);
+                row_at_loads.mask_row, slice_begin + head);
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
                 const int pack = p * threads + tid;
@@ -342,6 +345,10 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                 if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
             }
         }
+        // The row the widen and the write use: the loads-first instance binds it here, after x's loads were issued
+        // (bound before them, its scale's conversion or per-row load went ahead of the loads); the others reuse
+        // the binding above.
+        const auto row_options = kLoadsFirst ? bind_fast_row<C>(input, row, args.row_len) : row_at_loads;
         C edge;
         if constexpr (Input::kPerRow) {
             edge = has_edge && edge_index < read_count
@@ -611,13 +618,13 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
 // loop is split per mode, both formulas in the write. 16-bit -> f32 at 16 and 32 values lost that way (their
 // per-mode bodies took more registers), so they keep the run-time mode (ForwardOutput) with the write loops
 // they had: split per mode at 16 values, one loop at 32 (performance.md#block-regs).
-// Input: PlainInput, or a RowsOptionsInput for the options instances.
-template <class X, class Y, int kValues, bool kRowSteps = false, class Input = PlainInput>
+// Input: PlainInput, or a RowsOptionsInput for the options instances; kLoadsFirst as block_regs_rows takes it.
+template <class X, class Y, int kValues, bool kRowSteps = false, class Input = PlainInput, bool kLoadsFirst = false>
 __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
     if constexpr (sizeof(X) == 2 && sizeof(Y) == 4 && (kValues == 16 || kValues == 32)) {
-        block_regs_rows<X, Y, kValues, kRowSteps, Input, ForwardOutput>(args);
+        block_regs_rows<X, Y, kValues, kRowSteps, Input, ForwardOutput, kLoadsFirst>(args);
     } else if (args.log_mode != 0) {
-        block_regs_rows<X, Y, kValues, kRowSteps, Input, LogSoftmaxOutput>(args);
+        block_regs_rows<X, Y, kValues, kRowSteps, Input, LogSoftmaxOutput, kLoadsFirst>(args);
     } else if constexpr (sizeof(X) == 2 && kValues == 32) {
         // Softmax of the unmasked set: its scale folded into the exps where the plan allows it. 16-bit x at 32
         // values only: the second body cost the 16-value instances 9-12 registers and f32 x's 32 values more
@@ -625,10 +632,10 @@ __device__ __forceinline__ void block_regs_modes(const BlockRegsParams& args) {
         // values and the packed 64 fold in instances of their own (block_regs_softmax_options_folded and
         // block_regs_softmax_options_packed_folded).
         with_folded_input<Input, SoftmaxOutput>(args, [&](auto input_tag) {
-            block_regs_rows<X, Y, kValues, kRowSteps, typename decltype(input_tag)::type, SoftmaxOutput>(args);
+            block_regs_rows<X, Y, kValues, kRowSteps, typename decltype(input_tag)::type, SoftmaxOutput, kLoadsFirst>(args);
         });
     } else {
-        block_regs_rows<X, Y, kValues, kRowSteps, Input, SoftmaxOutput>(args);
+        block_regs_rows<X, Y, kValues, kRowSteps, Input, SoftmaxOutput, kLoadsFirst>(args);
     }
 }
 
@@ -673,6 +680,16 @@ __global__ void __launch_bounds__(1024) block_regs_softmax_steps_options(const P
 template <class X, class Y, int kValues, RowsOptionSet kSet>
 __global__ void __launch_bounds__(1024) block_regs_softmax_options(const ParamBlock<BlockRegsParams> args) {
     block_regs_modes<X, Y, kValues, false, RowsOptionsInput<kSet, X>>(args);
+}
+
+// Grid-regs' options rows of 16-bit x in the unmasked set (scale, per-row scale, causal) at 16 values: x's loads go
+// first, as plain's do (block_regs_rows' kLoadsFirst). Grid-regs runs few CTAs a launch, so the registers that costs
+// (up to 64) take no CTA's place there (grid_plan.cpp checks that its CTAs all fit); block-regs' clusters keep the
+// shared instance. At 32 values, with every register taken, the same split took stack (f16) and moved the folded
+// and causal paths' loads later, so 32 values keep the shared instance. The options kernels' launch bounds.
+template <class X, class Y, int kValues>
+__global__ void __launch_bounds__(1024) block_regs_softmax_options_loads_first(const ParamBlock<BlockRegsParams> args) {
+    block_regs_modes<X, Y, kValues, false, RowsOptionsInput<RowsOptionSet::Unmasked, X>, true>(args);
 }
 
 // The unmasked set's softmax with the scale folded into its exps (RowsOptionsInput's kFoldScale), alone in a
@@ -807,6 +824,15 @@ const void* block_regs_folded_instance(int values_per_thread) {
         if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_options_folded<X, Y>);
     } else if constexpr (sizeof(X) == 2 && kRowsOptionsPair<X, Y>) {
         if (values_per_thread == 64) return reinterpret_cast<const void*>(&block_regs_softmax_options_packed_folded<X, Y>);
+    }
+    return nullptr;
+}
+
+// The loads-first instance of `values_per_thread` (16-bit x of kRowsOptionsPair at 16 values), or nullptr.
+template <class X, class Y>
+const void* block_regs_loads_first_instance(int values_per_thread) {
+    if constexpr (sizeof(X) == 2 && kRowsOptionsPair<X, Y>) {
+        if (values_per_thread == 16) return reinterpret_cast<const void*>(&block_regs_softmax_options_loads_first<X, Y, 16>);
     }
     return nullptr;
 }

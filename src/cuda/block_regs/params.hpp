@@ -87,6 +87,9 @@ const void* block_regs_softmax_folded_kernel(smxDataType_t x_dtype, smxDataType_
 // The unmasked set's softmax with each row's own scale folded into its exps, for per-row scales (f32 x at 32
 // values, 16-bit x at 64; nullptr for other pairs and value counts, which multiply in their options instance).
 const void* block_regs_softmax_row_folded_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+// Grid-regs' instance of the unmasked set for 16-bit x at 16 values, in place of the options instance: x's loads go
+// first, for registers the shared instance has no room for (nullptr for other pairs and value counts).
+const void* grid_regs_loads_first_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
 
 // The kernel as grid-regs with row steps (params.row_steps), instantiated at kGridRegsStepsValues values per
 // thread for f32 x only (nullptr for other x). A step's CTAs fold at most kGridRegsStepsMaxChunks partials.
