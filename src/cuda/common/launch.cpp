@@ -14,24 +14,29 @@ smxStatus_t launch_all(const Launch* launches, int count, void* params, cudaStre
     for (int i = 0; i < count; ++i) {
         const Launch& launch = launches[i];
         cudaError_t error;
-        if (launch.cluster > 0 || launch.cooperative) {
-            cudaLaunchAttribute attribute{};
+        if (launch.cluster > 0 || launch.cooperative || launch.after_previous) {
+            cudaLaunchAttribute attributes[2]{};
+            unsigned count = 0;
             if (launch.cooperative) {
-                attribute.id = cudaLaunchAttributeCooperative;
-                attribute.val.cooperative = 1;
-            } else {
-                attribute.id = cudaLaunchAttributeClusterDimension;
-                attribute.val.clusterDim.x = launch.cluster;
-                attribute.val.clusterDim.y = 1;
-                attribute.val.clusterDim.z = 1;
+                attributes[count].id = cudaLaunchAttributeCooperative;
+                attributes[count++].val.cooperative = 1;
+            } else if (launch.cluster > 0) {
+                attributes[count].id = cudaLaunchAttributeClusterDimension;
+                attributes[count].val.clusterDim.x = launch.cluster;
+                attributes[count].val.clusterDim.y = 1;
+                attributes[count++].val.clusterDim.z = 1;
+            }
+            if (launch.after_previous) {
+                attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+                attributes[count++].val.programmaticStreamSerializationAllowed = 1;
             }
             cudaLaunchConfig_t config{};
             config.gridDim = launch.grid;
             config.blockDim = launch.block;
             config.dynamicSmemBytes = launch.shared_bytes;
             config.stream = stream;
-            config.attrs = &attribute;
-            config.numAttrs = 1;
+            config.attrs = attributes;
+            config.numAttrs = count;
             error = cudaLaunchKernelExC(&config, launch.kernel, kernel_params);
         } else {
             error = cudaLaunchKernel(launch.kernel, launch.grid, launch.block, kernel_params, launch.shared_bytes, stream);

@@ -29,6 +29,9 @@ struct Launch {
     std::size_t shared_bytes = 0;  // dynamic shared memory
     unsigned cluster = 0;          // CTAs per cluster; 0: an ordinary launch
     bool cooperative = false;      // every CTA resident at once (grid-wide barrier inside)
+    // Programmatic dependent launch: the launch may begin while the stream's previous kernel still runs, so its
+    // setup overlaps that kernel's tail; the kernel calls wait_for_previous_grid() before touching memory.
+    bool after_previous = false;
 };
 
 // Launches each of `launches` in order with one parameter struct (passed by value), on `stream`. Checks each
@@ -136,5 +139,9 @@ smxStatus_t max_threads_of(const void* kernel, const char* family, int* max_thre
 inline bool has_clusters(const DeviceLimits& limits) {
     return limits.cluster_launch && limits.compute_capability_major >= 9;
 }
+
+// Whether the device starts a kernel while the one before it in the stream finishes (programmatic dependent
+// launch, sm_90 and later).
+inline bool has_dependent_launch(const DeviceLimits& limits) { return limits.compute_capability_major >= 9; }
 
 }  // namespace smx::cuda
