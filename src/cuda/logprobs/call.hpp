@@ -47,8 +47,13 @@ private:
 // A plan's launches in order, the workspace they need, and the text of each launch.
 class LogprobsCall {
 public:
+    // dependent_launches: each launch after the plan's first begins while the one before it finishes
+    // (Launch::after_previous; every log-probability kernel waits for its predecessor before touching memory).
+    explicit LogprobsCall(bool dependent_launches = false) : dependent_launches_(dependent_launches) {}
+
     template <class Params>
-    void add(const Params& params, const Launch& launch, std::string text) {
+    void add(const Params& params, Launch launch, std::string text) {
+        launch.after_previous = dependent_launches_ && !launches_.empty();
         launches_.push_back(std::make_unique<TypedLogprobsLaunch<Params>>(params, launch));
         parts_.push_back(std::move(text));
     }
@@ -72,6 +77,7 @@ private:
     std::vector<std::unique_ptr<LogprobsLaunch>> launches_;
     std::vector<std::string> parts_;
     std::size_t workspace_ = 0;
+    bool dependent_launches_;
 };
 
 }  // namespace smx::cuda

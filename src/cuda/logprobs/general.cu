@@ -12,6 +12,7 @@ namespace {
 
 template <class X, class D>
 __global__ void __launch_bounds__(kGeneralThreads) logprobs_general(const ParamBlock<LogprobsGeneralParams> args) {
+    begin_dependent_kernel();
     using C = PairComputeType<X, D>;  // double where either side is f64
     using S = ComputeType<X>;         // the statistics dtype the results are stored in
     __shared__ RowStats<C> scratch[33];

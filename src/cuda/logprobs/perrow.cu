@@ -66,6 +66,7 @@ __device__ __forceinline__ void for_strided_rows(std::int64_t rows, const Load& 
 }
 
 __global__ void __launch_bounds__(kPerRowThreads) ce_count(const ParamBlock<LogprobsPerRowParams> args) {
+    begin_dependent_kernel();
     __shared__ long long scratch[32];
     long long counted = 0;
     for_strided_rows(
@@ -85,6 +86,7 @@ __global__ void __launch_bounds__(kPerRowThreads) ce_count(const ParamBlock<Logp
 
 template <class S>
 __global__ void __launch_bounds__(kPerRowThreads) ce_finish(const ParamBlock<LogprobsPerRowParams> args) {
+    begin_dependent_kernel();
     __shared__ double2 scratch[32];
     const RowLoss<S>* row_losses = workspace_row_losses<S>(args.operand.workspace);
     if (args.scatter_lse != 0) {

@@ -185,12 +185,14 @@ __device__ __forceinline__ void ce_regs_row(const LogprobsRowsParams& args) {
 // 8 to 32 values per thread: up to 1024 threads, the register count left to the compiler.
 template <class X, class D, int kValues>
 __global__ void __launch_bounds__(kCeRegsMaxThreads) ce_regs(const ParamBlock<LogprobsRowsParams> args) {
+    begin_dependent_kernel();
     ce_regs_row<X, D, kValues>(args);
 }
 
 // 64 values (16-bit logits, held packed): at most 512 threads, two CTAs per SM at least (at most 64 registers).
 template <class X, class D>
 __global__ void __launch_bounds__(512, 2) ce_regs_packed(const ParamBlock<LogprobsRowsParams> args) {
+    begin_dependent_kernel();
     ce_regs_row<X, D, 64>(args);
 }
 

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "cuda/common/cluster.cuh"
+#include "cuda/common/dependent_launch.cuh"
 #include "cuda/common/math.cuh"
 #include "cuda/logprobs/params.hpp"
 #include "ops/logprobs/info.hpp"  // kGatherOutOfRange

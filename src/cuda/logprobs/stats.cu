@@ -142,6 +142,7 @@ __device__ __forceinline__ void stats_ctas(const LogprobsRowsParams& args) {
 
 template <class X, bool kMean, bool kEarlyTarget>
 __global__ void __launch_bounds__(kStatsMaxThreads) logprobs_stats(const ParamBlock<LogprobsRowsParams> args) {
+    begin_dependent_kernel();
     if (args.group_threads < static_cast<int>(blockDim.x)) {
         stats_lane_groups<kMean, X>(args);
     } else {
@@ -153,6 +154,7 @@ __global__ void __launch_bounds__(kStatsMaxThreads) logprobs_stats(const ParamBl
 // butterfly), then finishes the row.
 template <class X>
 __global__ void __launch_bounds__(kCombineThreads) logprobs_combine(const ParamBlock<LogprobsRowsParams> args) {
+    begin_dependent_kernel();
     using C = ComputeType<X>;
     const int lane = threadIdx.x % 32;
     const std::int64_t warps_per_block = blockDim.x / 32;

@@ -11,6 +11,7 @@ namespace {
 
 template <class X, class D>
 __global__ void __launch_bounds__(kWriteThreads) ce_write(const ParamBlock<LogprobsRowsParams> args) {
+    begin_dependent_kernel();
     using C = ComputeType<X>;
     constexpr int kPack = kPackOfPair<X, D>;  // 16 bytes of the wider of the two
     using Pack = Packed<X, kPack>;

@@ -167,7 +167,7 @@ smxStatus_t finish_plan(int device_id, LogprobsCall call, const std::string& fam
 // long rows); every other layout through the general kernel.
 smxStatus_t make_cuda_logsumexp_plan(const LogsumexpInfo& info, int device_id, const DeviceLimits& limits,
                                      const cuda::PlanPreferences& preferences, std::unique_ptr<LogsumexpPlan>* plan) {
-    LogprobsCall call;
+    LogprobsCall call(cuda::has_dependent_launch(limits));
     if (info.rows == 0) {
         call.note("nothing to write");
         return finish_plan<CudaLogsumexpPlan>(device_id, std::move(call), "none", plan);
@@ -193,7 +193,7 @@ smxStatus_t make_cuda_logsumexp_plan(const LogsumexpInfo& info, int device_id, c
 smxStatus_t make_cuda_log_softmax_gather_plan(const LogSoftmaxGatherInfo& info, int device_id,
                                               const DeviceLimits& limits, const cuda::PlanPreferences& preferences,
                                               std::unique_ptr<LogSoftmaxGatherPlan>* plan) {
-    LogprobsCall call;
+    LogprobsCall call(cuda::has_dependent_launch(limits));
     if (info.rows * info.gathered == 0) {
         call.note("nothing to write");
         return finish_plan<CudaLogSoftmaxGatherPlan>(device_id, std::move(call), "none", plan);
@@ -233,7 +233,7 @@ smxStatus_t make_cuda_log_softmax_gather_plan(const LogSoftmaxGatherInfo& info, 
 smxStatus_t make_cuda_cross_entropy_plan(const CrossEntropyInfo& info, int device_id, const DeviceLimits& limits,
                                          const cuda::PlanPreferences& preferences,
                                          std::unique_ptr<CrossEntropyPlan>* plan) {
-    LogprobsCall call;
+    LogprobsCall call(cuda::has_dependent_launch(limits));
     if (info.rows == 0 && !info.reduced()) {
         call.note("nothing to write");
         return finish_plan<CudaCrossEntropyPlan>(device_id, std::move(call), "none", plan);
