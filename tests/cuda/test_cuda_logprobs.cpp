@@ -417,6 +417,7 @@ const CePath kCrossEntropyPaths[] = {
     {300, 700, "ce-regs", nullptr},       // one CTA a row
     {64, 3000, "ce-regs", nullptr},
     {10, 40000, "ce-regs", nullptr},      // a cluster a row
+    {3, 151936, "ce-regs", nullptr},      // the f32 line's row length: a cluster of many CTAs a row
     {21, 9000, "ce-two-pass", "split"},   // stats split + ce-write
     {5, 30, "ce-two-pass", "split"},      // short rows: lane groups + ce-write
 };
