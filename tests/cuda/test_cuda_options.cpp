@@ -370,6 +370,64 @@ TEST_CASE("cuda options: every option on the warp family's shapes and past them,
     }
 }
 
+TEST_CASE("cuda options: 16-bit warp rows' softmax without a scale or with per-row scales, against the reference "
+          "and bit for bit against the run-time form",
+          "[cuda][options]") {
+    // The unmasked set's 16-bit -> 16-bit warp instances of at most 16 values a thread fix softmax's options at
+    // compile time (UnmaskedForm): no scale (causal alone), a per-row scale without a window; a per-row scale with
+    // causal keeps the run-time form, the previous body, which the bit-for-bit checks compare them with. Rows of 32
+    // (two packs on 2 lanes), 128 (one pack on 16) and 256 (two on 16); windows that end inside packs and before
+    // rows begin.
+    CudaHandle handle;
+    const std::int64_t rows = 37;
+    for (smxDataType_t dtype : {SMX_DTYPE_BF16, SMX_DTYPE_F16}) {
+        for (std::int64_t n : {32, 128, 256}) {
+            HostTensor x = make_tensor(dtype, {rows, n});
+            fill_random(x, test_rng());
+            add_special_rows(x);
+            HostTensor scale = make_tensor(SMX_DTYPE_F32, {rows});
+            fill_random(scale, test_rng(), 2.0);
+            const double factors[] = {0.0, -1.5, 1e30, kNaN, kInf};
+            for (int r = 0; r < 5; ++r) scale.set(r, factors[r]);
+            HostTensor ones = make_tensor(SMX_DTYPE_F32, {rows});
+            for (std::int64_t r = 0; r < rows; ++r) ones.set(r, 1.0);
+            OptionsSpec causal, causal_zero_rows, row_scale, causal_row_scale, causal_ones, row_scale_whole_window;
+            causal.causal = n - rows + 3;
+            causal_zero_rows = causal;
+            causal_zero_rows.zero_rows = true;
+            row_scale.scale_tensor = &scale;
+            causal_row_scale = causal;
+            causal_row_scale.scale_tensor = &scale;
+            causal_ones = causal;
+            causal_ones.scale_tensor = &ones;
+            row_scale_whole_window = row_scale;
+            row_scale_whole_window.causal = n;  // every row keeps all its elements
+            for (const OptionsSpec* spec : {&causal, &causal_zero_rows, &row_scale, &causal_row_scale}) {
+                HostTensor y = make_tensor(dtype, {rows, n});
+                std::string plan;
+                const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, false, *spec, &plan);
+                INFO(describe_case(y, x, 1, false) << describe_spec(*spec) << " | plan: " << plan);
+                CHECK(mismatch == "");
+                CHECK(kernel_kind(plan) == "warp");
+                CHECK(plan.find(" set=unmasked") != std::string::npos);
+            }
+            // Each fixed form against the run-time form on the same z: causal alone against causal with per-row scales
+            // of 1 (z = 1 * x, which the form without a scale takes as x), per-row scales alone against them with a
+            // window that keeps every element.
+            const std::pair<const OptionsSpec*, const OptionsSpec*> same_bits[] = {{&causal, &causal_ones},
+                                                                                   {&row_scale, &row_scale_whole_window}};
+            for (const auto& [fixed, run_time] : same_bits) {
+                HostTensor fixed_y = make_tensor(dtype, {rows, n});
+                HostTensor run_time_y = make_tensor(dtype, {rows, n});
+                REQUIRE(run_options_on_device(handle.get(), fixed_y, x, 1, false, *fixed) == SMX_STATUS_SUCCESS);
+                REQUIRE(run_options_on_device(handle.get(), run_time_y, x, 1, false, *run_time) == SMX_STATUS_SUCCESS);
+                INFO(describe_case(fixed_y, x, 1, false) << describe_spec(*fixed) << " against" << describe_spec(*run_time));
+                CHECK(fixed_y.storage == run_time_y.storage);
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda options: a scalar scale that rounds to 0 in float keeps causal rows off the packed instance",
           "[cuda][options]") {
     CudaHandle handle;

@@ -148,13 +148,21 @@ __device__ __forceinline__ std::int64_t additive_mask_bytes(int dtype) {
     return dtype == SMX_DTYPE_F16 || dtype == SMX_DTYPE_BF16 ? 2 : dtype == SMX_DTYPE_F32 ? 4 : 8;
 }
 
+// Which of the unmasked set's options a body reads at run time: the scale's kind and the causal window (every
+// instance), or, fixed at compile time in the warp family's 16-bit rows, whose bodies are short enough that the
+// run-time tests, the scalar's conversion and the multiply by 1 without a scale cost them (performance.md,
+// "Branches for the next H200 run (built in session 10)"): no scale (z = x, as 1 * x is; the window read at run
+// time), or each row's own scale without a causal window.
+enum class UnmaskedForm { RunTime, NoScale, RowScaleNoWindow };
+
 // One row's options on the fast families: elements at or past `read_len` are excluded and never read (the
 // causal window; the plain rows' edge handling bounds the reads), the others become z = scale * x + additive
 // mask, or -inf where a keep mask excludes them. An excluded element's -inf then gives 0 (log: -inf) through
 // the plain formulas, NaN in a row whose sum is NaN, and NaN in a row with nothing to normalize, as the
 // reference has it; zero_rows is applied at the write (empty_row_value). kSet (RowsOptionSet) is the mask
 // form the instance is compiled for, X its x type (an AdditiveOfX mask's element type). kFoldScale (unmasked
-// set only): the body holds x and folds the scale into its exps (RowsOptionsInput), so z is x here.
+// set only): z is x here, where the body holds x and folds the scale into its exps (RowsOptionsInput), or where
+// the rows have no scale (UnmaskedForm::NoScale).
 template <class C, RowsOptionSet kSet, class X, bool kFoldScale = false>
 struct RowsOptionsRow {
     const RowsOptionsParams& options;
@@ -331,7 +339,9 @@ __device__ __forceinline__ void transform_pack(const RowsOptionsRow<C, kSet, X, 
 // multiplier (with_value_exp_form), so no element pays a multiply (performance.md, "options: scale folded").
 // kFoldRowScale (with kFoldScale; block-regs' per-row fold): each row folds its own scale instead of the launch's
 // (FoldedRowValues), in instances of their own, so the launch's fold compiles as it did without it.
-template <RowsOptionSet kSet, class X, bool kFoldScale = false, bool kFoldRowScale = false>
+// kForm (unmasked set only, without a fold): which options the body reads at run time (UnmaskedForm).
+template <RowsOptionSet kSet, class X, bool kFoldScale = false, bool kFoldRowScale = false,
+          UnmaskedForm kForm = UnmaskedForm::RunTime>
 struct RowsOptionsInput {
     static constexpr bool kRaw = false;
     static constexpr bool kPerRow = true;
@@ -343,6 +353,8 @@ struct RowsOptionsInput {
     using XType = X;
     static_assert(!kFoldScale || kSet == RowsOptionSet::Unmasked, "the masked sets multiply at the load");
     static_assert(!kFoldRowScale || kFoldScale, "a row's own fold is a fold");
+    static_assert(kForm == UnmaskedForm::RunTime || (kSet == RowsOptionSet::Unmasked && !kFoldScale),
+                  "a form fixed at compile time is the unmasked set's, its scale a multiply");
     const RowsOptionsParams& options;
 
     template <class Params>
@@ -356,8 +368,12 @@ struct RowsOptionsInput {
         return options.scale_kind == 1 ? C(options.scalar_scale) : C(1);
     }
 
+    // The row's type: z is x where the body folds the scale or the rows have none.
     template <class C>
-    __device__ __forceinline__ RowsOptionsRow<C, kSet, X, kFoldScale> bind(std::int64_t row, std::int64_t row_len) const {
+    using Row = RowsOptionsRow<C, kSet, X, kFoldScale || kForm == UnmaskedForm::NoScale>;
+
+    template <class C>
+    __device__ __forceinline__ Row<C> bind(std::int64_t row, std::int64_t row_len) const {
         const unsigned char* mask_row = nullptr;
         if constexpr (kSet == RowsOptionSet::Keep || kSet == RowsOptionSet::AdditiveOfX) {
             constexpr std::int64_t kMaskSize = kSet == RowsOptionSet::Keep ? 1 : sizeof(X);
@@ -370,17 +386,21 @@ struct RowsOptionsInput {
         }
         const std::int64_t window_len = read_len(row, row_len);
         C scale = C(1);
-        if (options.scale_kind == 1) scale = C(options.scalar_scale);
-        if (options.scale_kind == 2) scale = C(options.scale[row * options.scale_row_stride]);
+        if constexpr (kForm == UnmaskedForm::RowScaleNoWindow) {
+            scale = C(options.scale[row * options.scale_row_stride]);
+        } else if constexpr (kForm == UnmaskedForm::RunTime) {
+            if (options.scale_kind == 1) scale = C(options.scalar_scale);
+            if (options.scale_kind == 2) scale = C(options.scale[row * options.scale_row_stride]);
+        }
         return {options, mask_row, window_len, scale};
     }
 
     // Whether rows may end their reads before row_len (a causal window).
-    __device__ __forceinline__ bool has_window() const { return options.causal != 0; }
+    __device__ __forceinline__ bool has_window() const { return kForm != UnmaskedForm::RowScaleNoWindow && options.causal != 0; }
 
     // Row r's elements before the end of its causal window (row_len without one).
     __device__ __forceinline__ std::int64_t read_len(std::int64_t row, std::int64_t row_len) const {
-        if (options.causal == 0) return row_len;
+        if (kForm == UnmaskedForm::RowScaleNoWindow || options.causal == 0) return row_len;
         const std::int64_t last = causal_query(row) + options.causal_offset;  // clamped: no overflow
         return last + 1 < row_len ? (last + 1 < 0 ? 0 : last + 1) : row_len;
     }
@@ -406,8 +426,8 @@ struct RowsOptionsInput {
 // Whether an input is the unmasked set's RowsOptionsInput (block-regs' packed hold reads no mask for it).
 template <class Input>
 constexpr bool kUnmaskedOptions = false;
-template <class X, bool kFoldScale, bool kFoldRowScale>
-constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X, kFoldScale, kFoldRowScale>> = true;
+template <class X, bool kFoldScale, bool kFoldRowScale, UnmaskedForm kForm>
+constexpr bool kUnmaskedOptions<RowsOptionsInput<RowsOptionSet::Unmasked, X, kFoldScale, kFoldRowScale, kForm>> = true;
 
 // Whether an input is the additive set's RowsOptionsInput (block-regs' packed hold stages its mask: kernel.cuh).
 template <class Input>
@@ -519,6 +539,26 @@ __device__ __forceinline__ void with_folded_input(const Params& args, Body&& bod
                 body(TypeTag<RowsOptionsInput<RowsOptionSet::Unmasked, typename Input::XType, true>>{});
                 return;
             }
+        }
+    }
+    body(TypeTag<Input>{});
+}
+
+// Calls body(TypeTag<input>) with the options' form fixed at compile time (UnmaskedForm) where kFixed and the launch
+// has no scale, or a per-row scale without a causal window (uniform branches, once per launch), else
+// body(TypeTag<Input>): Input an unmasked set's input without a fold. A scalar scale that does not fold, and a
+// per-row scale with a causal window, keep the run-time form.
+template <class Input, bool kFixed, class Params, class Body>
+__device__ __forceinline__ void with_fixed_form_input(const Params& args, Body&& body) {
+    if constexpr (kFixed && kUnmaskedOptions<Input> && !kHeldBeforeScale<Input>) {
+        using X = typename Input::XType;
+        if (args.options.scale_kind == 0) {
+            body(TypeTag<RowsOptionsInput<RowsOptionSet::Unmasked, X, false, false, UnmaskedForm::NoScale>>{});
+            return;
+        }
+        if (args.options.scale_kind == 2 && args.options.causal == 0) {
+            body(TypeTag<RowsOptionsInput<RowsOptionSet::Unmasked, X, false, false, UnmaskedForm::RowScaleNoWindow>>{});
+            return;
         }
     }
     body(TypeTag<Input>{});

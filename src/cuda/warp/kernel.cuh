@@ -285,17 +285,24 @@ __device__ __forceinline__ void warp_softmax_rows(const WarpParams& args, const 
 // Input: PlainInput, or a RowsOptionsInput for the options instances.
 template <class X, class Y, int kLanes, int kCols, int kRowsPerThread, class Input = PlainInput>
 __device__ __forceinline__ void warp_softmax_modes(const WarpParams& args) {
+    // 16-bit rows of at most 16 values a thread: their bodies are short, so the options' run-time tests are a large
+    // part of them (UnmaskedForm).
+    constexpr bool kFixedForm = sizeof(X) == 2 && sizeof(Y) == 2 && kCols * kRowsPerThread <= 16;
     const auto body = [&](auto index_tag) {
         using Index = typename decltype(index_tag)::type;
         if (args.log_mode != 0) {
             warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, Input, LogSoftmaxOutput, Index>(
                 args, Input::of(args));
         } else {
-            // Softmax of the unmasked set: its scale folded into the exps where the plan allows it.
+            // Softmax of the unmasked set: its scale folded into the exps where the plan allows it, else (16-bit
+            // rows) without a scale, or a per-row scale without a window, fixed at compile time.
             with_folded_input<Input, SoftmaxOutput>(args, [&](auto input_tag) {
-                using RowInput = typename decltype(input_tag)::type;
-                warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, RowInput, SoftmaxOutput, Index>(
-                    args, RowInput::of(args));
+                using FoldedInput = typename decltype(input_tag)::type;
+                with_fixed_form_input<FoldedInput, kFixedForm>(args, [&](auto fixed_tag) {
+                    using RowInput = typename decltype(fixed_tag)::type;
+                    warp_softmax_rows<X, Y, kLanes, kCols, kRowsPerThread, RowInput, SoftmaxOutput, Index>(
+                        args, RowInput::of(args));
+                });
             });
         }
     };
