@@ -762,6 +762,14 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_packed_loads_first(
     block_regs_rows<X, Y, 64, false, Input, SoftmaxOutput, true>(args);
 }
 
+// Grid-regs' per-row folded softmax of 16-bit x at 32 values with x's loads first (block_regs_rows' kLoadsFirst): a
+// single row's few CTAs wait on every instruction before their first load, which the row-folded instance spent on
+// the causal window and its row's scale. The row-folded kernel's bounds; grid_plan.cpp takes it where its CTAs all fit.
+template <class X, class Y>
+__global__ void __launch_bounds__(1024) block_regs_softmax_row_folded_loads_first(const ParamBlock<BlockRegsParams> args) {
+    block_regs_rows<X, Y, 32, false, RowFoldedInput<X>, SoftmaxOutput, true>(args);
+}
+
 // f32 x's additive set at kBlockRegsStagedF32Values values with its mask staged (block_regs_stages_mask), a kernel
 // per mode: with both modes' bodies in one kernel it took stack, where each alone fits 64 registers
 // (docs/cuda-kernels.md, "f32 additive masks staged"). The plain kernels' launch bounds.
@@ -876,6 +884,16 @@ const void* block_regs_packed_loads_first_instance(int values_per_thread, bool r
         return row_folded ? reinterpret_cast<const void*>(&block_regs_softmax_packed_loads_first<X, Y, RowFoldedInput<X>>)
                           : reinterpret_cast<const void*>(
                                 &block_regs_softmax_packed_loads_first<X, Y, RowsOptionsInput<RowsOptionSet::Unmasked, X, true>>);
+    }
+    return nullptr;
+}
+
+// Grid-regs' loads-first instance of the per-row folded softmax (16-bit x and y of kRowsOptionsPair at 32 values: bf16
+// to f32 took stack with it), or nullptr.
+template <class X, class Y>
+const void* block_regs_row_folded_loads_first_instance(int values_per_thread) {
+    if constexpr (sizeof(X) == 2 && sizeof(Y) == 2 && kRowsOptionsPair<X, Y>) {
+        if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_row_folded_loads_first<X, Y>);
     }
     return nullptr;
 }

@@ -94,6 +94,9 @@ const void* grid_regs_loads_first_options_kernel(smxDataType_t x_dtype, smxDataT
 // plans whose clusters are all resident at once (16-bit x and y at 64 values; nullptr for other pairs and counts).
 const void* block_regs_packed_loads_first_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread,
                                                 bool row_folded);
+// Grid-regs' per-row folded softmax of 16-bit x and y at 32 values with x's loads first, in place of the row-folded
+// instance where its CTAs all fit (nullptr for other pairs and value counts).
+const void* grid_regs_row_folded_loads_first_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
 
 // The kernel as grid-regs with row steps (params.row_steps), instantiated at kGridRegsStepsValues values per
 // thread for f32 x only (nullptr for other x). A step's CTAs fold at most kGridRegsStepsMaxChunks partials.
