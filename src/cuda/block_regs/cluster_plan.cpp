@@ -292,7 +292,8 @@ const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int 
     if (kernel == block_regs_packed_loads_first_kernel(info.x_dtype, info.y_dtype, values, false)) {
         return " folded loads-first";
     }
-    if (kernel == block_regs_packed_loads_first_kernel(info.x_dtype, info.y_dtype, values, true)) {
+    if (kernel == block_regs_packed_loads_first_kernel(info.x_dtype, info.y_dtype, values, true) ||
+        kernel == grid_regs_row_folded_loads_first_kernel(info.x_dtype, info.y_dtype, values)) {
         return " row-folded loads-first";
     }
     if (kernel == grid_regs_loads_first_options_kernel(info.x_dtype, info.y_dtype, values)) return " loads-first";
