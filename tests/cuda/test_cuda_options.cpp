@@ -1687,6 +1687,61 @@ TEST_CASE("cuda options: one-wave packed clusters take the loads-first instances
     }
 }
 
+TEST_CASE("cuda options: 16-bit per-row scales on grid-regs rows of 32 values take the loads-first instance, against "
+          "the reference",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // A bf16 row of 1048576 plans grid-regs at 32 values (f16 is checked where its plan does too): softmax's per-row
+    // scale takes the row-folded loads-first instance, log-softmax keeps the multiplying options instance. One row a
+    // launch (the instance needs every CTA resident), so the special values sit in the row: a NaN, -inf at its head
+    // with a stretch of +-6e4, or all -inf; windows end inside a pack and on a slice's last element.
+    const std::int64_t n = 1048576;
+    const std::regex ctas_per_sm(" ctas_per_sm=[0-9]+");
+    for (const Pair& pair : {Pair{SMX_DTYPE_BF16, SMX_DTYPE_BF16}, Pair{SMX_DTYPE_F16, SMX_DTYPE_F16}}) {
+        const std::string plain = plan_for_rows(handle.get(), pair.x, pair.y, 1, n);
+        INFO("plain: " << plain);
+        const bool grid_32 = plain.rfind("cuda grid-regs values=32 ", 0) == 0;
+        if (pair.x == SMX_DTYPE_BF16) REQUIRE(grid_32);
+        const std::int64_t slice = plan_value(plain, "slice");
+        for (int variant = 0; variant < 4; ++variant) {
+            HostTensor x = make_tensor(pair.x, {1, n});
+            fill_random(x, test_rng());
+            if (variant == 1) x.set(n / 2, kNaN);
+            if (variant == 2) {
+                x.set(0, -kInf);
+                for (std::int64_t j = n / 4; j < n / 4 + 4096; ++j) x.set(j, j % 2 ? 6e4 : -6e4);
+            }
+            if (variant == 3) {
+                for (std::int64_t j = 0; j < n; ++j) x.set(j, -kInf);
+            }
+            for (const double factor : {-2.5, kNaN, 0.75}) {
+                HostTensor scale = make_tensor(SMX_DTYPE_F32, {1});
+                scale.set(0, factor);
+                OptionsSpec spec;
+                spec.scale_tensor = &scale;
+                OptionsSpec windowed = spec;
+                windowed.causal = variant % 2 != 0 ? slice - 1 : n / 2 + 3;
+                for (const OptionsSpec& s : {spec, windowed}) {
+                    for (bool log_mode : {false, true}) {
+                        HostTensor y = make_tensor(pair.y, {1, n});
+                        std::string plan;
+                        const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan);
+                        INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
+                        CHECK(mismatch == "");
+                        if (!grid_32) continue;
+                        CHECK((plan.find(" row-folded loads-first options=") != std::string::npos) == !log_mode);
+                        // plain's configuration on the loads-first instance, which names its own CTAs per SM
+                        if (!log_mode) {
+                            CHECK(std::regex_replace(plan, ctas_per_sm, "")
+                                      .rfind(std::regex_replace(plain, ctas_per_sm, "") + " row-folded loads-first options=", 0) == 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda options: batch invariance, a row's bits and plan the same for 1, 2, 7, 64 and 4096 rows at any "
           "position, either side of every family and cluster bound",
           "[cuda][options]") {
