@@ -38,7 +38,8 @@ __device__ __forceinline__ int slice_head(const X* slice, int count) {
 // The kernel body for one input transform and one output formula (common/epilogue.cuh): SoftmaxOutput or
 // LogSoftmaxOutput (a body per mode), or ForwardOutput (the mode at run time; see block_regs_modes). The
 // __global__ wrappers below differ in their launch bounds and in kRowSteps. kLoadsFirst: the instance of grid-regs'
-// options rows of 16-bit x (block_regs_softmax_options_loads_first) and the packed folded ones of one-wave clusters
+// options rows of 16-bit x (block_regs_softmax_options_loads_first and, per-row folded at 32 values,
+// block_regs_softmax_row_folded_loads_first) and the packed folded ones of one-wave clusters
 // (block_regs_softmax_packed_loads_first), whose loads go first as plain's do.
 template <class X, class Y, int kValues, bool kRowSteps, class Input, class Output, bool kLoadsFirst = false>
 __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
