@@ -1670,6 +1670,136 @@ TEST_CASE("cuda options: 16-bit decode rows on grid-regs take the loads-first in
     }
 }
 
+TEST_CASE("cuda options: one-wave packed clusters take the loads-first instances, against the reference and bit for "
+          "bit against the shared instances",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // Eight rows of 128256 (16-bit x to itself) plan clusters at the packed 64 values, every cluster resident at once:
+    // softmax's folded scales and causal windows take the folded loads-first instance, its per-row scales the
+    // row-folded one. The same rows first in a launch of 256 (several waves: the shared instances, at the same
+    // configuration) must give the same bits.
+    const std::int64_t rows = 8, many_rows = 256, n = 128256;
+    const Pair pairs[] = {{SMX_DTYPE_BF16, SMX_DTYPE_BF16}, {SMX_DTYPE_F16, SMX_DTYPE_F16}};
+    HostTensor per_row = make_tensor(SMX_DTYPE_F32, {rows});
+    HostTensor many_per_row = make_tensor(SMX_DTYPE_F32, {many_rows});
+    fill_random(many_per_row, test_rng(), 2.0);
+    const double factors[] = {1.7, -2.5, 1e30, kNaN, 0.0, 0.75, 2.0, 0.5};
+    for (std::int64_t r = 0; r < rows; ++r) {
+        per_row.set(r, factors[r]);
+        many_per_row.set(r, factors[r]);
+    }
+    const std::regex ctas_per_sm(" ctas_per_sm=[0-9]+");
+    for (const Pair& pair : pairs) {
+        const std::string plain = plan_for_rows(handle.get(), pair.x, pair.y, rows, n);
+        INFO("plain: " << plain);
+        REQUIRE(plain.rfind("cuda block-regs values=64 ", 0) == 0);
+        REQUIRE(plan_value(plain, "cluster") > 1);
+        const std::int64_t slice = plan_value(plain, "slice");
+        HostTensor x = make_tensor(pair.x, {rows, n});
+        fill_random(x, test_rng());
+        add_special_rows(x);
+        HostTensor many_x = make_tensor(pair.x, {many_rows, n});
+        fill_random(many_x, test_rng());
+        for (std::int64_t r = 0; r < rows; ++r) copy_row(many_x, r, x, r);
+        // Scales that fold, with windows ending inside a pack, on a slice's last element, before the row (nothing
+        // kept in row 0) and past it; per-row scales (the special factors among them) with and without a window.
+        std::vector<OptionsSpec> specs;
+        OptionsSpec spec;
+        spec.scale = 0.37;
+        specs.push_back(spec);
+        spec.causal = n / 2 + 3;
+        spec.scale = 1.25;
+        specs.push_back(spec);
+        for (const std::int64_t k : {slice - 1, std::int64_t{-1}, n}) {
+            spec = {};
+            spec.causal = k;
+            spec.zero_rows = k < 0;
+            specs.push_back(spec);
+        }
+        spec = {};
+        spec.scale_tensor = &per_row;
+        specs.push_back(spec);
+        spec.causal = slice + 5;
+        specs.push_back(spec);
+        for (const OptionsSpec& s : specs) {
+            HostTensor y = make_tensor(pair.y, {rows, n});
+            std::string plan;
+            const OptionsSpec reference_spec = with_float_scale(s);
+            const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, false, s, &plan, &reference_spec);
+            INFO(describe_case(y, x, 1, false) << describe_spec(s) << " | plan: " << plan);
+            CHECK(mismatch == "");
+            // plain's configuration on the loads-first instance, which names its own CTAs per SM
+            const std::string note = s.scale_tensor != nullptr ? " row-folded loads-first" : " folded loads-first";
+            CHECK(std::regex_replace(plan, ctas_per_sm, "").rfind(std::regex_replace(plain, ctas_per_sm, "") + note + " options=", 0) == 0);
+            OptionsSpec many = s;
+            if (s.scale_tensor != nullptr) many.scale_tensor = &many_per_row;
+            HostTensor many_y = make_tensor(pair.y, {many_rows, n});
+            std::string many_plan;
+            REQUIRE(run_options_on_device(handle.get(), many_y, many_x, 1, false, many, &many_plan) == SMX_STATUS_SUCCESS);
+            INFO("256 rows: " << many_plan);
+            CHECK(many_plan.find("loads-first") == std::string::npos);
+            for (const char* key : {"values", "threads", "cluster", "slice"}) CHECK(plan_value(many_plan, key) == plan_value(plan, key));
+            const std::size_t bytes = static_cast<std::size_t>(rows * n) * dtype_size(pair.y);
+            CHECK(std::memcmp(y.data(), many_y.data(), bytes) == 0);
+        }
+    }
+}
+
+TEST_CASE("cuda options: 16-bit per-row scales on grid-regs rows of 32 values take the loads-first instance, against "
+          "the reference",
+          "[cuda][options]") {
+    CudaHandle handle;
+    // A bf16 row of 1048576 plans grid-regs at 32 values (f16 is checked where its plan does too): softmax's per-row
+    // scale takes the row-folded loads-first instance, log-softmax keeps the multiplying options instance. One row a
+    // launch (the instance needs every CTA resident), so the special values sit in the row: a NaN, -inf at its head
+    // with a stretch of +-6e4, or all -inf; windows end inside a pack and on a slice's last element.
+    const std::int64_t n = 1048576;
+    const std::regex ctas_per_sm(" ctas_per_sm=[0-9]+");
+    for (const Pair& pair : {Pair{SMX_DTYPE_BF16, SMX_DTYPE_BF16}, Pair{SMX_DTYPE_F16, SMX_DTYPE_F16}}) {
+        const std::string plain = plan_for_rows(handle.get(), pair.x, pair.y, 1, n);
+        INFO("plain: " << plain);
+        const bool grid_32 = plain.rfind("cuda grid-regs values=32 ", 0) == 0;
+        if (pair.x == SMX_DTYPE_BF16) REQUIRE(grid_32);
+        const std::int64_t slice = plan_value(plain, "slice");
+        for (int variant = 0; variant < 4; ++variant) {
+            HostTensor x = make_tensor(pair.x, {1, n});
+            fill_random(x, test_rng());
+            if (variant == 1) x.set(n / 2, kNaN);
+            if (variant == 2) {
+                x.set(0, -kInf);
+                for (std::int64_t j = n / 4; j < n / 4 + 4096; ++j) x.set(j, j % 2 ? 6e4 : -6e4);
+            }
+            if (variant == 3) {
+                for (std::int64_t j = 0; j < n; ++j) x.set(j, -kInf);
+            }
+            for (const double factor : {-2.5, kNaN, 0.75}) {
+                HostTensor scale = make_tensor(SMX_DTYPE_F32, {1});
+                scale.set(0, factor);
+                OptionsSpec spec;
+                spec.scale_tensor = &scale;
+                OptionsSpec windowed = spec;
+                windowed.causal = variant % 2 != 0 ? slice - 1 : n / 2 + 3;
+                for (const OptionsSpec& s : {spec, windowed}) {
+                    for (bool log_mode : {false, true}) {
+                        HostTensor y = make_tensor(pair.y, {1, n});
+                        std::string plan;
+                        const std::string mismatch = check_options_on_device(handle.get(), y, x, 1, log_mode, s, &plan);
+                        INFO(describe_case(y, x, 1, log_mode) << describe_spec(s) << " | plan: " << plan);
+                        CHECK(mismatch == "");
+                        if (!grid_32) continue;
+                        CHECK((plan.find(" row-folded loads-first options=") != std::string::npos) == !log_mode);
+                        // plain's configuration on the loads-first instance, which names its own CTAs per SM
+                        if (!log_mode) {
+                            CHECK(std::regex_replace(plan, ctas_per_sm, "")
+                                      .rfind(std::regex_replace(plain, ctas_per_sm, "") + " row-folded loads-first options=", 0) == 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda options: batch invariance, a row's bits and plan the same for 1, 2, 7, 64 and 4096 rows at any "
           "position, either side of every family and cluster bound",
           "[cuda][options]") {

@@ -138,6 +138,31 @@ smxStatus_t take_if_found(const SoftmaxInfo& info, const PlanContext& context, c
     return SMX_STATUS_SUCCESS;
 }
 
+// The packed hold's folded and row-folded softmax take their loads-first instance where every cluster of the launch
+// is resident with it at once (a one-wave plan, whose CTAs wait on every instruction before their first load; the
+// instance reads past a causal window, which a launch of several waves would pay for). It then stands in the choice
+// with its own CTAs per SM; elsewhere the shared instance stays.
+smxStatus_t take_packed_loads_first_instance(const SoftmaxInfo& info, const PlanContext& context, RegsChoice* choice) {
+    if (!choice->fits || choice->values != kPackedValues) return SMX_STATUS_SUCCESS;
+    const bool row_folded =
+        choice->kernel == block_regs_softmax_row_folded_kernel(info.x_dtype, info.y_dtype, choice->values);
+    const bool folded = choice->kernel == block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, choice->values);
+    if (!row_folded && !folded) return SMX_STATUS_SUCCESS;
+    const void* kernel = block_regs_packed_loads_first_kernel(info.x_dtype, info.y_dtype, choice->values, row_folded);
+    if (kernel == nullptr) return SMX_STATUS_SUCCESS;
+    int ctas_per_sm = 0;
+    SMX_RETURN_IF_ERROR(regs_ctas_per_sm(context, kernel, choice->threads, choice->shared_bytes, &ctas_per_sm));
+    std::int64_t resident_clusters = static_cast<std::int64_t>(ctas_per_sm) * context.limits.multiprocessor_count;
+    if (choice->cluster > 1) {
+        SMX_RETURN_IF_ERROR(allow_large_clusters(kernel, "block-regs"));
+        resident_clusters = max_active_clusters(kernel, choice->cluster, choice->threads, choice->shared_bytes);
+    }
+    if (info.rows > resident_clusters) return SMX_STATUS_SUCCESS;
+    choice->kernel = kernel;
+    choice->ctas_per_sm = ctas_per_sm;
+    return SMX_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& context, RegsChoice* choice) {
@@ -177,7 +202,7 @@ smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& conte
     // One cluster per row: the rows past kRowsPerGridRow go to grid.y, within its limit.
     const std::int64_t rows_per_grid_row = std::min<std::int64_t>(info.rows, kRowsPerGridRow);
     choice->fits = choice->fits && ceil_div(info.rows, rows_per_grid_row) <= kMaxGridY;
-    return SMX_STATUS_SUCCESS;
+    return take_packed_loads_first_instance(info, context, choice);
 }
 
 bool regs_outruns_grid(const SoftmaxInfo& info, const PlanContext& context, const RegsChoice& choice) {
@@ -264,6 +289,13 @@ std::string staged_mask_note(std::size_t shared_bytes) {
 
 const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int values) {
     if (kernel == block_regs_softmax_folded_kernel(info.x_dtype, info.y_dtype, values)) return " folded";
+    if (kernel == block_regs_packed_loads_first_kernel(info.x_dtype, info.y_dtype, values, false)) {
+        return " folded loads-first";
+    }
+    if (kernel == block_regs_packed_loads_first_kernel(info.x_dtype, info.y_dtype, values, true) ||
+        kernel == grid_regs_row_folded_loads_first_kernel(info.x_dtype, info.y_dtype, values)) {
+        return " row-folded loads-first";
+    }
     if (kernel == grid_regs_loads_first_options_kernel(info.x_dtype, info.y_dtype, values)) return " loads-first";
     return kernel == block_regs_softmax_row_folded_kernel(info.x_dtype, info.y_dtype, values) ? " row-folded" : "";
 }

@@ -22,13 +22,18 @@ std::int64_t grid_regs_slice_target(std::int64_t row_len, std::int64_t x_size, c
     return slice;
 }
 
-// Grid-regs' options rows of 16-bit x in the unmasked set take the loads-first instance where all their CTAs are
-// resident with it (it may have fewer per SM than the shared instance: its registers), which then stands in the
-// choice with its own CTAs per SM; elsewhere they keep the shared instance.
+// Grid-regs' options rows of 16-bit x in the unmasked set, and 16-bit x's per-row folded softmax, take their
+// loads-first instance where all their CTAs are resident with it (it may have fewer per SM than the shared instance:
+// its registers), which then stands in the choice with its own CTAs per SM; elsewhere they keep the shared instance.
 smxStatus_t take_loads_first_instance(const SoftmaxInfo& info, const PlanContext& context, GridRegsChoice* choice) {
-    const void* shared = block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, choice->values, RowsOptionSet::Unmasked);
-    if (!choice->fits || choice->kernel != shared) return SMX_STATUS_SUCCESS;
-    const void* kernel = grid_regs_loads_first_options_kernel(info.x_dtype, info.y_dtype, choice->values);
+    if (!choice->fits) return SMX_STATUS_SUCCESS;
+    const void* kernel = nullptr;
+    if (choice->kernel ==
+        block_regs_softmax_options_kernel(info.x_dtype, info.y_dtype, choice->values, RowsOptionSet::Unmasked)) {
+        kernel = grid_regs_loads_first_options_kernel(info.x_dtype, info.y_dtype, choice->values);
+    } else if (choice->kernel == block_regs_softmax_row_folded_kernel(info.x_dtype, info.y_dtype, choice->values)) {
+        kernel = grid_regs_row_folded_loads_first_kernel(info.x_dtype, info.y_dtype, choice->values);
+    }
     if (kernel == nullptr) return SMX_STATUS_SUCCESS;
     int ctas_per_sm = 0;
     SMX_RETURN_IF_ERROR(regs_ctas_per_sm(context, kernel, choice->threads, choice->shared_bytes, &ctas_per_sm));

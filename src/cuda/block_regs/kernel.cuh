@@ -38,7 +38,9 @@ __device__ __forceinline__ int slice_head(const X* slice, int count) {
 // The kernel body for one input transform and one output formula (common/epilogue.cuh): SoftmaxOutput or
 // LogSoftmaxOutput (a body per mode), or ForwardOutput (the mode at run time; see block_regs_modes). The
 // __global__ wrappers below differ in their launch bounds and in kRowSteps. kLoadsFirst: the instance of grid-regs'
-// options rows of 16-bit x (block_regs_softmax_options_loads_first), whose loads go first as plain's do.
+// options rows of 16-bit x (block_regs_softmax_options_loads_first and, per-row folded at 32 values,
+// block_regs_softmax_row_folded_loads_first) and the packed folded ones of one-wave clusters
+// (block_regs_softmax_packed_loads_first), whose loads go first as plain's do.
 template <class X, class Y, int kValues, bool kRowSteps, class Input, class Output, bool kLoadsFirst = false>
 __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     using C = ComputeType<X>;
@@ -89,7 +91,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
     // every instruction before their first load: where they load x without a mask, rows without a causal window issue
     // plain's loads, and only rows with one work the window out before theirs (the shared 16-value bodies took
     // registers with it, 16-bit x's its row's indices out of the uniform registers: a cost only where several CTAs
-    // share an SM, so 16-bit x's grid-regs rows take it in an instance of their own).
+    // share an SM, so 16-bit x's grid-regs rows take it in an instance of their own). The packed loads-first instances
+    // load past a causal window too, and work it out after their loads.
     static_assert(!kLoadsFirst || (kUnmaskedOptions<Input> && !kRowSteps), "no such loads-first instance");
     constexpr bool kLoadsBeforeWindow = (kLoadsFirst || (sizeof(X) == 4 && kValues == 8)) && !kStagedSteps &&
                                         !kStagedMask && !LoadedMaskPack<Input, kPack>::kLoaded;
@@ -165,8 +168,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         // instances differently.) The loads-first instance binds its row again after the loads (row_options).
         const auto row_at_loads = bind_fast_row<C>(input, row, args.row_len);
         // What the thread holds: z, x before the launch's scale, or x times the row's pre_factor where each row
-        // folds its own scale (FoldedRowValues).
-        const auto values = row_held_values<C>(input, row_at_loads);
+        // folds its own scale (FoldedRowValues). The loads-first instances bind them again after the loads (values).
+        const auto values_at_loads = row_held_values<C>(input, row_at_loads);
         int read_count = count;
         if constexpr (Input::kPerRow && !kLoadsBeforeWindow) {
             read_count = static_cast<int>(window_count(row_at_loads.read_len, slice_begin, count));
@@ -187,6 +190,29 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         };
         // Every load is issued before any value is used: kPacks 16-byte loads in flight per thread.
         Packed<X, kPack> raw[kPacks];
+        // A row's own fold, then the packed hold's causal window, on the loaded packs: right after the loads, or in the
+        // loads-first instances after their row's values are bound (its per-row scale read after x's loads).
+        const auto fold_then_exclude = [&](const auto& row_values) {
+            // A row's own fold: x times the row's pre_factor, in x's dtype (exact), before the window's -inf is set;
+            // one uniform branch for all packs (a branch a pack was if-converted: a predicated multiply a value).
+            if constexpr (kRowScaleFolded<Input>) {
+                if (row_values.pre_factor_applies()) {
+#pragma unroll
+                    for (int p = 0; p < kPacks; ++p) row_values.apply_pre_factor(raw[p]);
+                }
+            }
+            if constexpr (kPackedHold) {
+                // The packed hold widens at each use, with the scale only: elements past the causal window hold
+                // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
+                // block_regs_packed_options_apply, cluster_plan.cpp; a row's own fold set its pre_factor above, and
+                // its factor is positive). Only where the window ends inside the slice (a test a row, uniform over the
+                // CTA).
+                if (read_count < count) {
+                    const X excluded = StoreAs<X>::from(neg_inf<C>());
+                    for_each_past_window([&](int p, int k) { raw[p].value[k] = excluded; });
+                }
+            }
+        };
         // The keep and additive sets' mask packs, loaded with x's (empty for other inputs; f32 x's staged mask: each
         // taken from shared memory as its pack is widened). As words for 16-bit x and y at 32 values, whose four
         // packs' loads were serialized by the split into elements (LoadedMaskPack); 16-bit x to f32 split its
@@ -294,7 +320,18 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
                     }
                 }
             };
-            if constexpr (kLoadsBeforeWindow) {
+            if constexpr (kLoadsFirst && kPackedHold) {
+                // The packed loads-first instances issue plain's loads, past a causal window too (one-wave plans
+                // afford the reads), and work the window out after them: the packs past it are set to -inf below.
+#pragma unroll
+                for (int p = 0; p < kPacks; ++p) {
+                    const int pack = p * threads + tid;
+                    if (pack < body_packs) raw[p] = *reinterpret_cast<const Packed<X, kPack>*>(x_body + pack * kPack);
+                }
+                if (input.has_window()) {
+                    read_count = static_cast<int>(window_count(input.read_len(row, args.row_len), slice_begin, count));
+                }
+            } else if constexpr (kLoadsBeforeWindow) {
                 // Without a causal window (a branch uniform over the launch) the loads are plain's.
                 if (!input.has_window()) {
 #pragma unroll
@@ -319,25 +356,7 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
             } else {
                 load_window_packs(read_count);
             }
-            // A row's own fold: x times the row's pre_factor, in x's dtype (exact), before the window's -inf is set;
-            // one uniform branch for all packs (a branch a pack was if-converted: a predicated multiply a value).
-            if constexpr (kRowScaleFolded<Input>) {
-                if (values.pre_factor_applies()) {
-#pragma unroll
-                    for (int p = 0; p < kPacks; ++p) values.apply_pre_factor(raw[p]);
-                }
-            }
-            if constexpr (kPackedHold) {
-                // The packed hold widens at each use, with the scale only: elements past the causal window hold
-                // -inf in x's dtype (scale * -inf stays -inf for the scales the plan sends here:
-                // block_regs_packed_options_apply, cluster_plan.cpp; a row's own fold set its pre_factor above, and
-                // its factor is positive). Only where the window ends inside the slice (a test a row, uniform over the
-                // CTA).
-                if (read_count < count) {
-                    const X excluded = StoreAs<X>::from(neg_inf<C>());
-                    for_each_past_window([&](int p, int k) { raw[p].value[k] = excluded; });
-                }
-            }
+            if constexpr (!kLoadsFirst) fold_then_exclude(values_at_loads);
         } else {
 #pragma unroll
             for (int p = 0; p < kPacks; ++p) {
@@ -349,6 +368,8 @@ __device__ __forceinline__ void block_regs_rows(const BlockRegsParams& args) {
         // (bound before them, its scale's conversion or per-row load went ahead of the loads); the others reuse
         // the binding above.
         const auto row_options = kLoadsFirst ? bind_fast_row<C>(input, row, args.row_len) : row_at_loads;
+        const auto values = kLoadsFirst ? row_held_values<C>(input, row_options) : values_at_loads;
+        if constexpr (kLoadsFirst && Input::kPerRow) fold_then_exclude(values);
         C edge;
         if constexpr (Input::kPerRow) {
             edge = has_edge && edge_index < read_count
@@ -733,6 +754,23 @@ __global__ void __launch_bounds__(512, 2) block_regs_softmax_options_packed_fold
     block_regs_rows<X, Y, 64, false, RowsOptionsInput<RowsOptionSet::Unmasked, X, true>, SoftmaxOutput>(args);
 }
 
+// The packed hold's folded and row-folded softmax with x's loads first (block_regs_rows' kLoadsFirst), for one-wave
+// cluster plans: a CTA of those waits on every instruction before its first load, which the shared instances spend
+// on the causal window's load bound and the scale. Their own kernels, the packed kernels' bounds: cluster_plan.cpp
+// takes them only where all the launch's clusters are resident with them.
+template <class X, class Y, class Input>
+__global__ void __launch_bounds__(512, 2) block_regs_softmax_packed_loads_first(const ParamBlock<BlockRegsParams> args) {
+    block_regs_rows<X, Y, 64, false, Input, SoftmaxOutput, true>(args);
+}
+
+// Grid-regs' per-row folded softmax of 16-bit x at 32 values with x's loads first (block_regs_rows' kLoadsFirst): a
+// single row's few CTAs wait on every instruction before their first load, which the row-folded instance spent on
+// the causal window and its row's scale. The row-folded kernel's bounds; grid_plan.cpp takes it where its CTAs all fit.
+template <class X, class Y>
+__global__ void __launch_bounds__(1024) block_regs_softmax_row_folded_loads_first(const ParamBlock<BlockRegsParams> args) {
+    block_regs_rows<X, Y, 32, false, RowFoldedInput<X>, SoftmaxOutput, true>(args);
+}
+
 // f32 x's additive set at kBlockRegsStagedF32Values values with its mask staged (block_regs_stages_mask), a kernel
 // per mode: with both modes' bodies in one kernel it took stack, where each alone fits 64 registers
 // (docs/cuda-kernels.md, "f32 additive masks staged"). The plain kernels' launch bounds.
@@ -833,6 +871,30 @@ template <class X, class Y>
 const void* block_regs_loads_first_instance(int values_per_thread) {
     if constexpr (sizeof(X) == 2 && kRowsOptionsPair<X, Y>) {
         if (values_per_thread == 16) return reinterpret_cast<const void*>(&block_regs_softmax_options_loads_first<X, Y, 16>);
+    }
+    return nullptr;
+}
+
+// The packed loads-first instance of the folded softmax (`row_folded`: of the per-row folded one), 16-bit x and y of
+// kRowsOptionsPair at the packed 64 values only (16-bit x to f32, which ranks the packed hold last, took stack with
+// it), or nullptr.
+template <class X, class Y>
+const void* block_regs_packed_loads_first_instance(int values_per_thread, bool row_folded) {
+    if constexpr (sizeof(X) == 2 && sizeof(Y) == 2 && kRowsOptionsPair<X, Y>) {
+        if (values_per_thread != 64) return nullptr;
+        return row_folded ? reinterpret_cast<const void*>(&block_regs_softmax_packed_loads_first<X, Y, RowFoldedInput<X>>)
+                          : reinterpret_cast<const void*>(
+                                &block_regs_softmax_packed_loads_first<X, Y, RowsOptionsInput<RowsOptionSet::Unmasked, X, true>>);
+    }
+    return nullptr;
+}
+
+// Grid-regs' loads-first instance of the per-row folded softmax (16-bit x and y of kRowsOptionsPair at 32 values: bf16
+// to f32 took stack with it), or nullptr.
+template <class X, class Y>
+const void* block_regs_row_folded_loads_first_instance(int values_per_thread) {
+    if constexpr (sizeof(X) == 2 && sizeof(Y) == 2 && kRowsOptionsPair<X, Y>) {
+        if (values_per_thread == 32) return reinterpret_cast<const void*>(&block_regs_softmax_row_folded_loads_first<X, Y>);
     }
     return nullptr;
 }

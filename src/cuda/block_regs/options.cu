@@ -39,6 +39,21 @@ const void* grid_regs_loads_first_options_kernel(smxDataType_t x_dtype, smxDataT
     });
 }
 
+const void* block_regs_packed_loads_first_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread,
+                                                bool row_folded) {
+    return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread, row_folded](auto x_tag, auto y_tag) -> const void* {
+        return block_regs_packed_loads_first_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type>(
+            values_per_thread, row_folded);
+    });
+}
+
+const void* grid_regs_row_folded_loads_first_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread) {
+    return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread](auto x_tag, auto y_tag) -> const void* {
+        return block_regs_row_folded_loads_first_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type>(
+            values_per_thread);
+    });
+}
+
 const void* block_regs_softmax_row_folded_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread) {
     return visit_dtype_pair(x_dtype, y_dtype, [values_per_thread](auto x_tag, auto y_tag) -> const void* {
         return block_regs_row_folded_instance<typename decltype(x_tag)::type, typename decltype(y_tag)::type>(

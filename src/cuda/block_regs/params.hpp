@@ -90,6 +90,13 @@ const void* block_regs_softmax_row_folded_kernel(smxDataType_t x_dtype, smxDataT
 // Grid-regs' instance of the unmasked set for 16-bit x at 16 values, in place of the options instance: x's loads go
 // first, for registers the shared instance has no room for (nullptr for other pairs and value counts).
 const void* grid_regs_loads_first_options_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
+// The packed hold's folded softmax (`row_folded`: its per-row folded one) with x's loads issued first, for cluster
+// plans whose clusters are all resident at once (16-bit x and y at 64 values; nullptr for other pairs and counts).
+const void* block_regs_packed_loads_first_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread,
+                                                bool row_folded);
+// Grid-regs' per-row folded softmax of 16-bit x and y at 32 values with x's loads first, in place of the row-folded
+// instance where its CTAs all fit (nullptr for other pairs and value counts).
+const void* grid_regs_row_folded_loads_first_kernel(smxDataType_t x_dtype, smxDataType_t y_dtype, int values_per_thread);
 
 // The kernel as grid-regs with row steps (params.row_steps), instantiated at kGridRegsStepsValues values per
 // thread for f32 x only (nullptr for other x). A step's CTAs fold at most kGridRegsStepsMaxChunks partials.

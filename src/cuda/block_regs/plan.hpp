@@ -70,11 +70,13 @@ std::string staged_mask_note(std::size_t shared_bytes);
 // What a block-regs or grid-regs plan text adds after its configuration for `kernel` of `values` per thread:
 // " folded" for the folded instance (block_regs_softmax_folded_kernel), " row-folded" for the per-row folded one
 // (block_regs_softmax_row_folded_kernel), " loads-first" for grid-regs' (grid_regs_loads_first_options_kernel),
-// else "".
+// " folded loads-first" and " row-folded loads-first" for the packed ones (block_regs_packed_loads_first_kernel) and
+// " row-folded loads-first" for grid-regs' 32 values (grid_regs_row_folded_loads_first_kernel), else "".
 const char* regs_instance_note(const SoftmaxInfo& info, const void* kernel, int values);
 
 // The configuration for a row: the default search, then the searches for f32 x (the last of them for an additive
-// mask on its staged instance: block_regs_staged_mask_kernel) and for packed 16-bit x (performance.md#block-regs).
+// mask on its staged instance: block_regs_staged_mask_kernel) and for packed 16-bit x (performance.md#block-regs);
+// the packed folded and row-folded softmax on their loads-first instance where all the launch's clusters fit at once.
 smxStatus_t choose_regs_config(const SoftmaxInfo& info, const PlanContext& context, RegsChoice* choice);
 
 // The parameters every block-regs plan starts from: the problem's rows and `slice_len` elements per CTA.
@@ -101,7 +103,8 @@ struct GridRegsChoice {
 };
 
 // Grid-regs for the row length's slice, or its wide slice where rows do not all fit (performance.md#grid-regs); 16-bit
-// x's options rows of the unmasked set on the loads-first instance where its CTAs all fit.
+// x's options rows of the unmasked set, and its per-row folded softmax, on their loads-first instance where its CTAs
+// all fit.
 smxStatus_t choose_grid_regs(const SoftmaxInfo& info, const PlanContext& context, GridRegsChoice* choice);
 
 // Grid-regs steps: a grid-regs configuration of kGridRegsStepsValues values that does not fit every row at
