@@ -151,8 +151,8 @@ __device__ __forceinline__ std::int64_t additive_mask_bytes(int dtype) {
 // Which of the unmasked set's options a body reads at run time: the scale's kind and the causal window (every
 // instance), or, fixed at compile time in the warp family's 16-bit rows, whose bodies are short enough that the
 // run-time tests, the scalar's conversion and the multiply by 1 without a scale cost them (performance.md,
-// "Branches for the next H200 run (built in session 10)"): no scale (z = x, as 1 * x is; the window read at run
-// time), or each row's own scale without a causal window.
+// "Session 10: warpopt and decodeopt3"): no scale (z = x, as 1 * x is; the window read at run time), or each row's
+// own scale without a causal window.
 enum class UnmaskedForm { RunTime, NoScale, RowScaleNoWindow };
 
 // One row's options on the fast families: elements at or past `read_len` are excluded and never read (the
